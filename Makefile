@@ -1,0 +1,29 @@
+# Top-level build.  Host parts (library, tools, tests) build with CMake;
+# the kernel module builds with Kbuild against KDIR.
+BUILD ?= build
+KDIR ?= /lib/modules/$(shell uname -r)/build
+JOBS ?= $(shell nproc)
+
+all: host
+
+host:
+	cmake -S . -B $(BUILD)
+	cmake --build $(BUILD) -j$(JOBS)
+
+module:
+	$(MAKE) -C module KDIR=$(KDIR)
+
+# Install the module for the running kernel (or KVER=...) through DKMS.
+install:
+	scripts/dkms-install.sh $(KVER)
+
+# Every test: host unit tests and fuzzing, then the VM suite on Debian's
+# stock kernel.  Installs its own dependencies with apt.
+check:
+	scripts/run-tests.sh
+
+clean:
+	rm -rf $(BUILD)
+	$(MAKE) -C module clean KDIR=$(KDIR) || true
+
+.PHONY: all host module install check clean

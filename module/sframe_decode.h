@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * SFrame decoder: versions 1, 2 and 3, AMD64.
+ *
+ * Plain C with no kernel-only calls: the same sframe_decode.c is built into
+ * the module and into the host library that unit tests and fuzzers use.
+ *
+ * The decoder never touches section bytes directly.  It reads them through
+ * sframe_source_read(), which each environment defines: the module reads
+ * user memory with fault-safe copies, the host library reads a buffer.  The
+ * section may change or vanish under the decoder (it lives in user memory),
+ * so every read is bounds-checked against the header validated at
+ * sframe_section_init() and every failure is an error code, never a crash.
+ */
+#ifndef SFRAME_DECODE_H
+#define SFRAME_DECODE_H
+
+#ifdef __KERNEL__
+#include <linux/errno.h>
+#include <linux/types.h>
+#else
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Defined by the environment; opaque to the decoder. */
+struct sframe_source;
+
+/*
+ * Copy len bytes at byte offset off of the section into dst.  Returns 0, or
+ * -EFAULT when the bytes cannot be read.  The decoder never asks for bytes
+ * beyond the section length it was given.
+ */
+int sframe_source_read(const struct sframe_source *src, uint64_t off,
+		       void *dst, uint32_t len);
+
+#define SFRAME_MAGIC 0xdee2
+#define SFRAME_ABI_AMD64_ENDIAN_LITTLE 3
+
+#define SFRAME_F_FDE_SORTED 0x1
+#define SFRAME_F_FRAME_POINTER 0x2
+#define SFRAME_F_FDE_FUNC_START_PCREL 0x4
+
+/* DWARF register numbers on AMD64, as SFrame v3 flexible FDEs use them. */
+#define SFRAME_REG_RBP 6
+#define SFRAME_REG_RSP 7
+#define SFRAME_REG_RIP 16
+
+/* Largest header + aux header the decoder accepts (the aux length is a u8). */
+#define SFRAME_HDR_SIZE 28
+
+/* A validated section header, plus where its tables are. */
+struct sframe_section {
+	const struct sframe_source *src;
+	uint64_t sec_addr;  /* address of the section's first byte in the
+			       unwound process (for PC-relative FDEs) */
+	uint64_t sec_size;  /* bytes readable through src */
+	uint8_t version;    /* 1, 2 or 3 */
+	uint8_t flags;      /* SFRAME_F_* */
+	uint8_t abi_arch;
+	int8_t fixed_fp_offset; /* 0: not fixed */
+	int8_t fixed_ra_offset; /* 0: not fixed (AMD64 has -8) */
+	uint32_t num_fdes;
+	uint32_t num_fres;
+	uint32_t fde_start; /* section offset of the FDE (v3: index) table */
+	uint32_t fde_size;  /* bytes per FDE: 17 (v1), 20 (v2), 16 (v3 index) */
+	uint32_t fre_start; /* section offset of the FRE sub-section */
+	uint32_t fre_len;   /* its length */
+};
+
+/* Types of FDE, as far as a lookup is concerned. */
+#define SFRAME_PC_INC 0  /* FRE start offsets are increments from start */
+#define SFRAME_PC_MASK 1 /* ...are offsets within a repeated block */
+
+/* One function descriptor, version independent. */
+struct sframe_fde {
+	uint64_t func_start;   /* absolute address of the function */
+	uint32_t func_size;
+	uint32_t fre_off;      /* offset of its FREs in the FRE sub-section */
+	uint32_t num_fres;
+	uint8_t fre_type;      /* SFRAME_FRE_TYPE_ADDR1/2/4: 0, 1, 2 */
+	uint8_t pc_type;       /* SFRAME_PC_INC or SFRAME_PC_MASK */
+	uint8_t rep_size;      /* block size for SFRAME_PC_MASK (v1: 0) */
+	uint8_t flex;          /* v3 AMD64 flexible FDE */
+	bool signal_frame;     /* v3 signal frame bit */
+};
+
+/* Where a register's value in the caller comes from. */
+enum sframe_loc_kind {
+	SFRAME_LOC_SAME = 0,      /* unchanged from the callee */
+	SFRAME_LOC_CFA_OFFSET,    /* saved at CFA + offset */
+	SFRAME_LOC_REG_OFFSET,    /* reg + offset (dereferenced if deref) */
+	SFRAME_LOC_UNDEFINED,     /* not recoverable */
+};
+
+struct sframe_loc {
+	uint8_t kind;   /* enum sframe_loc_kind */
+	uint8_t reg;    /* DWARF register, for SFRAME_LOC_REG_OFFSET */
+	bool deref;     /* for SFRAME_LOC_REG_OFFSET */
+	int32_t offset;
+};
+
+/* The unwind rule for one PC. */
+struct sframe_row {
+	uint32_t start_off;    /* FRE start offset within the function */
+	/* CFA = value of cfa_reg + cfa_offset, loaded from if cfa_deref. */
+	uint8_t cfa_reg;       /* SFRAME_REG_RSP or SFRAME_REG_RBP (v3 flex:
+				  any DWARF register) */
+	bool cfa_deref;
+	int32_t cfa_offset;
+	struct sframe_loc ra;  /* AMD64 non-flex: CFA + fixed_ra_offset */
+	struct sframe_loc fp;  /* AMD64 non-flex: CFA + offset, or SAME */
+	bool outermost;        /* RA undefined: the walk ends here, done */
+	bool signal_frame;
+};
+
+/*
+ * Read and validate the header of a section of size bytes found at sec_addr
+ * in the unwound process.  Returns 0, or:
+ *   -ENOEXEC     bad magic
+ *   -EOPNOTSUPP  version or ABI/arch not read by this decoder
+ *   -EINVAL      tables that do not fit in size bytes, or inconsistent counts
+ *   -EFAULT      the header could not be read
+ */
+int sframe_section_init(struct sframe_section *sec,
+			const struct sframe_source *src, uint64_t sec_addr,
+			uint64_t size);
+
+/*
+ * Decode FDE number i (0 <= i < num_fdes).  Returns 0, -EINVAL (i out of
+ * range, a field that does not fit the section), or -EFAULT.
+ */
+int sframe_get_fde(const struct sframe_section *sec, uint32_t i,
+		   struct sframe_fde *fde);
+
+/*
+ * Decode FRE number j (0 <= j < fde->num_fres) of fde into row.  Walks the
+ * variable-length FREs from the first.  Returns 0, -EINVAL, or -EFAULT.
+ */
+int sframe_get_fre(const struct sframe_section *sec,
+		   const struct sframe_fde *fde, uint32_t j,
+		   struct sframe_row *row);
+
+/*
+ * Check the whole section once: every FDE decodes, FDEs are sorted and do
+ * not overlap, every FDE lies in [text_start, text_start + text_len), every
+ * FRE decodes inside the FRE sub-section with increasing start offsets
+ * below the function size.  Returns 0, -EINVAL, -EOPNOTSUPP or -EFAULT.
+ */
+int sframe_validate(const struct sframe_section *sec, uint64_t text_start,
+		    uint64_t text_len);
+
+/*
+ * Find the FDE covering pc (binary search over the sorted FDEs).
+ * Returns 0, -ENOENT (no FDE covers pc), -EINVAL or -EFAULT.
+ */
+int sframe_find_fde(const struct sframe_section *sec, uint64_t pc,
+		    struct sframe_fde *fde);
+
+/*
+ * Find the unwind rule for pc: its FDE, then the last FRE whose start is at
+ * or below pc's offset (modulo rep_size for PC-mask FDEs).
+ * Returns 0, -ENOENT (pc not covered), -EINVAL (malformed data) or -EFAULT.
+ */
+int sframe_find_row(const struct sframe_section *sec, uint64_t pc,
+		    struct sframe_row *row);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SFRAME_DECODE_H */
