@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * /dev/sframe_unwind: the ioctls of uapi/sframe_unwind.h.
+ *
+ * Every request acts on the caller's own process, so the device is open to
+ * everyone (mode 0666): registering a section or unwinding one's own stack
+ * gives nothing a process could not compute itself.
+ *
+ * Argument structs are extensible the usual way (copy_struct_from_user):
+ * the caller's size is in the struct, a newer caller's unknown tail must be
+ * zero, and every reserved field and unknown flag must be zero too.
+ */
+#include <linux/fs.h>
+#include <linux/miscdevice.h>
+#include <linux/module.h>
+#include <linux/sched/task_stack.h>
+#include <linux/uaccess.h>
+
+#include "device.h"
+#include "registry.h"
+#include "sframe_unwind.h"
+#include "stats.h"
+#include "unwind.h"
+
+/* Frames copied to user space per copy_to_user(). */
+#define SFRAME_FRAME_BATCH 32
+
+/*
+ * Copy the caller's struct of at least min_size bytes into a kernel struct
+ * of ksize bytes.  Returns the caller's size or a negative errno.
+ */
+static long sframe_copy_arg(void *karg, size_t ksize, size_t min_size,
+			    void __user *uarg)
+{
+	u32 usize;
+	int ret;
+
+	if (get_user(usize, (u32 __user *)uarg))
+		return -EFAULT;
+	if (usize < min_size || usize > PAGE_SIZE)
+		return usize < min_size ? -EINVAL : -E2BIG;
+	ret = copy_struct_from_user(karg, ksize, uarg, usize);
+	if (ret)
+		return ret;
+	return usize;
+}
+
+static bool sframe_all_zero(const u64 *v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (v[i])
+			return false;
+	return true;
+}
+
+static long sframe_ioctl_register(void __user *uarg)
+{
+	struct sframe_register req;
+	long ret;
+
+	ret = sframe_copy_arg(&req, sizeof(req), SFRAME_REGISTER_SIZE_VER0,
+			      uarg);
+	if (ret < 0)
+		return ret;
+	if (req.flags || !sframe_all_zero(req.reserved, ARRAY_SIZE(req.reserved)))
+		return -EINVAL;
+	if (!req.sframe_len || !req.text_len)
+		return -EINVAL;
+	return sframe_register_section(current->mm, req.sframe_addr,
+				       req.sframe_len, req.text_start,
+				       req.text_len);
+}
+
+static long sframe_ioctl_unregister(void __user *uarg)
+{
+	struct sframe_unregister req;
+	long ret;
+
+	ret = sframe_copy_arg(&req, sizeof(req), SFRAME_UNREGISTER_SIZE_VER0,
+			      uarg);
+	if (ret < 0)
+		return ret;
+	if (req.flags || req.reserved)
+		return -EINVAL;
+	return sframe_unregister_section(current->mm, req.text_start);
+}
+
+static void sframe_count_unwind(const struct sframe_user_unwind *uw)
+{
+	atomic64_inc(&sframe_counters.unwinds);
+	atomic64_add(uw->nr_sframe, &sframe_counters.frames_sframe);
+	atomic64_add(uw->nr_fp, &sframe_counters.frames_fp);
+	if (uw->stop == SFRAME_STOP_FAULT)
+		atomic64_inc(&sframe_counters.unwind_faults);
+	else if (uw->stop == SFRAME_STOP_BAD_FRAME)
+		atomic64_inc(&sframe_counters.unwind_bad_frames);
+}
+
+static long sframe_ioctl_unwind_self(void __user *uarg)
+{
+	struct sframe_unwind_self req;
+	struct sframe_user_unwind uw;
+	u64 batch[SFRAME_FRAME_BATCH];
+	u64 __user *frames;
+	u32 n = 0, in_batch = 0;
+	long usize;
+
+	usize = sframe_copy_arg(&req, sizeof(req), SFRAME_UNWIND_SELF_SIZE_VER0,
+				uarg);
+	if (usize < 0)
+		return usize;
+	if (!req.flags || (req.flags & ~SFRAME_UNWIND_F_ALL) ||
+	    req.reserved0 || req.nr_frames || req.stop_reason ||
+	    req.nr_sframe || req.nr_fp ||
+	    !sframe_all_zero(req.reserved, ARRAY_SIZE(req.reserved)))
+		return -EINVAL;
+	if (!req.max_frames || req.max_frames > SFRAME_MAX_FRAMES)
+		return -EINVAL;
+	frames = u64_to_user_ptr(req.frames);
+	if (!access_ok(frames, (size_t)req.max_frames * sizeof(u64)))
+		return -EFAULT;
+
+	/* The registers the caller had at the system call. */
+	sframe_unwind_start(&uw, task_pt_regs(current), req.flags);
+	batch[in_batch++] = uw.ip;
+	n = 1;
+	while (n < req.max_frames && sframe_unwind_next(&uw)) {
+		batch[in_batch++] = uw.ip;
+		n++;
+		if (in_batch == SFRAME_FRAME_BATCH) {
+			if (copy_to_user(frames + n - in_batch, batch,
+					 sizeof(batch)))
+				return -EFAULT;
+			in_batch = 0;
+		}
+	}
+	if (!uw.stop)
+		uw.stop = SFRAME_STOP_LIMIT;
+	if (in_batch &&
+	    copy_to_user(frames + n - in_batch, batch, in_batch * sizeof(u64)))
+		return -EFAULT;
+	sframe_count_unwind(&uw);
+
+	req.nr_frames = n;
+	req.stop_reason = uw.stop;
+	req.nr_sframe = uw.nr_sframe;
+	req.nr_fp = uw.nr_fp;
+	if (copy_to_user(uarg, &req, min_t(size_t, usize, sizeof(req))))
+		return -EFAULT;
+	return 0;
+}
+
+static long sframe_ioctl_get_stats(void __user *uarg)
+{
+	struct sframe_stats st = {};
+	struct sframe_mm *smm;
+	long usize;
+
+	usize = sframe_copy_arg(&st, sizeof(st), SFRAME_STATS_SIZE_VER0, uarg);
+	if (usize < 0)
+		return usize;
+	memset(&st, 0, sizeof(st));
+	st.size = sizeof(st);
+	st.abi_version = SFRAME_UNWIND_ABI_VERSION;
+	st.sections = atomic64_read(&sframe_counters.sections);
+	st.processes = atomic64_read(&sframe_counters.processes);
+	st.registrations = atomic64_read(&sframe_counters.registrations);
+	st.registrations_rejected =
+		atomic64_read(&sframe_counters.registrations_rejected);
+	st.unwinds = atomic64_read(&sframe_counters.unwinds);
+	st.frames_sframe = atomic64_read(&sframe_counters.frames_sframe);
+	st.frames_fp = atomic64_read(&sframe_counters.frames_fp);
+	st.unwind_faults = atomic64_read(&sframe_counters.unwind_faults);
+	st.unwind_bad_frames =
+		atomic64_read(&sframe_counters.unwind_bad_frames);
+	smm = current->mm ? sframe_mm_find(current->mm) : NULL;
+	st.mm_sections = smm ? sframe_mm_nr_sections(smm) : 0;
+	if (copy_to_user(uarg, &st, min_t(size_t, usize, sizeof(st))))
+		return -EFAULT;
+	return 0;
+}
+
+static long sframe_ioctl(struct file *file, unsigned int cmd,
+			 unsigned long arg)
+{
+	void __user *uarg = (void __user *)arg;
+
+	/* A kernel thread or an exiting task has no user stack or memory. */
+	if (!current->mm)
+		return -EINVAL;
+	/* The size bits of cmd are not the ABI: the struct's size field is. */
+	if (_IOC_TYPE(cmd) != SFRAME_IOC_MAGIC)
+		return -ENOTTY;
+	switch (_IOC_NR(cmd)) {
+	case _IOC_NR(SFRAME_IOC_REGISTER):
+		return sframe_ioctl_register(uarg);
+	case _IOC_NR(SFRAME_IOC_UNREGISTER):
+		return sframe_ioctl_unregister(uarg);
+	case _IOC_NR(SFRAME_IOC_UNWIND_SELF):
+		return sframe_ioctl_unwind_self(uarg);
+	case _IOC_NR(SFRAME_IOC_GET_STATS):
+		return sframe_ioctl_get_stats(uarg);
+	}
+	return -ENOTTY;
+}
+
+static const struct file_operations sframe_fops = {
+	.owner = THIS_MODULE,
+	.unlocked_ioctl = sframe_ioctl,
+	/* No compat_ioctl: the unwinder reads 64-bit AMD64 frames only. */
+	.llseek = noop_llseek,
+};
+
+static struct miscdevice sframe_miscdev = {
+	.minor = MISC_DYNAMIC_MINOR,
+	.name = "sframe_unwind",
+	.fops = &sframe_fops,
+	.mode = 0666,
+};
+
+int sframe_device_init(void)
+{
+	return misc_register(&sframe_miscdev);
+}
+
+void sframe_device_exit(void)
+{
+	misc_deregister(&sframe_miscdev);
+}

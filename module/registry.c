@@ -1,0 +1,398 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The per-process registry of SFrame sections.
+ *
+ * Each process (mm) that registers a section gets a struct sframe_mm: a
+ * maple tree from text ranges to sections, in RCU mode so the unwinder can
+ * look a PC up without a lock.  Its lifetime follows the mm through an MMU
+ * notifier: ->release runs when the mm's address space is torn down (exit,
+ * exec), which is exactly when its sections stop meaning anything.  The
+ * stock kernel has no hook in mm teardown a module could use otherwise.
+ *
+ * The sections themselves stay in user memory: an entry holds the address
+ * and the validated header only, so a registration costs about a hundred
+ * bytes of kernel memory, charged to the caller's memory cgroup.
+ */
+#include <linux/hashtable.h>
+#include <linux/maple_tree.h>
+#include <linux/mmu_notifier.h>
+#include <linux/mutex.h>
+#include <linux/sched/mm.h>
+#include <linux/slab.h>
+#include <linux/wait_bit.h>
+
+#include "compat.h"
+#include "registry.h"
+#include "sframe_source_user.h"
+#include "sframe_unwind.h"
+#include "stats.h"
+
+struct sframe_entry {
+	struct sframe_range range;
+	struct rcu_head rcu;
+};
+
+struct sframe_mm {
+	struct mmu_notifier mn;
+	struct hlist_node hnode; /* in sframe_mm_hash, under sframe_mm_lock */
+	struct mm_struct *mm;
+	struct maple_tree sections; /* [text_start, text_end - 1] -> entry */
+	struct mutex lock;          /* serialises writers of sections */
+	unsigned int nr_sections;   /* under lock */
+	bool dead;                  /* torn down; under sframe_mm_lock */
+	struct rcu_head rcu;
+};
+
+/*
+ * mm -> sframe_mm.  Readers walk it under RCU; creation is serialised by
+ * sframe_mm_create_lock so each mm gets one sframe_mm and so one
+ * reference on its notifier, dropped by whoever tears it down.
+ */
+static DEFINE_HASHTABLE(sframe_mm_hash, 8);
+static DEFINE_SPINLOCK(sframe_mm_lock);
+static DEFINE_MUTEX(sframe_mm_create_lock);
+/* sframe_mm structs not yet freed by ->free_notifier; see registry_exit. */
+static atomic_t sframe_mm_live = ATOMIC_INIT(0);
+
+static struct sframe_mm *sframe_mm_find_rcu(struct mm_struct *mm)
+{
+	struct sframe_mm *smm;
+
+	hash_for_each_possible_rcu(sframe_mm_hash, smm, hnode,
+				   (unsigned long)mm) {
+		if (smm->mm == mm && !READ_ONCE(smm->dead))
+			return smm;
+	}
+	return NULL;
+}
+
+struct sframe_mm *sframe_mm_find(struct mm_struct *mm)
+{
+	struct sframe_mm *smm;
+
+	rcu_read_lock();
+	smm = sframe_mm_find_rcu(mm);
+	rcu_read_unlock();
+	return smm;
+}
+
+/* Free every section of smm.  The caller owns smm exclusively. */
+static void sframe_mm_free_sections(struct sframe_mm *smm)
+{
+	struct sframe_entry *entry;
+	unsigned long index = 0;
+
+	mutex_lock(&smm->lock);
+	mt_for_each(&smm->sections, entry, index, ULONG_MAX) {
+		kfree_rcu(entry, rcu);
+		atomic64_dec(&sframe_counters.sections);
+	}
+	mtree_destroy(&smm->sections);
+	smm->nr_sections = 0;
+	mutex_unlock(&smm->lock);
+}
+
+/*
+ * Unhash smm if nobody did yet.  Returns true for the one caller that must
+ * then free the sections and drop the notifier reference.
+ */
+static bool sframe_mm_claim(struct sframe_mm *smm)
+{
+	bool claimed = false;
+
+	spin_lock(&sframe_mm_lock);
+	if (!smm->dead) {
+		WRITE_ONCE(smm->dead, true);
+		hash_del_rcu(&smm->hnode);
+		claimed = true;
+	}
+	spin_unlock(&sframe_mm_lock);
+	return claimed;
+}
+
+static void sframe_mm_teardown(struct sframe_mm *smm)
+{
+	sframe_mm_free_sections(smm);
+	atomic64_dec(&sframe_counters.processes);
+	/* The notifier's memory goes in ->free_notifier, after SRCU. */
+	mmu_notifier_put(&smm->mn);
+}
+
+/* The address space of the process is going away: exit or exec. */
+static void sframe_mm_release(struct mmu_notifier *mn, struct mm_struct *mm)
+{
+	struct sframe_mm *smm = container_of(mn, struct sframe_mm, mn);
+
+	if (sframe_mm_claim(smm))
+		sframe_mm_teardown(smm);
+}
+
+static struct mmu_notifier *sframe_mm_alloc(struct mm_struct *mm)
+{
+	struct sframe_mm *smm = kzalloc(sizeof(*smm), GFP_KERNEL_ACCOUNT);
+
+	if (!smm)
+		return ERR_PTR(-ENOMEM);
+	smm->mm = mm;
+	atomic_inc(&sframe_mm_live);
+	mt_init_flags(&smm->sections, MT_FLAGS_USE_RCU);
+	mutex_init(&smm->lock);
+	return &smm->mn;
+}
+
+static void sframe_mm_free(struct mmu_notifier *mn)
+{
+	struct sframe_mm *smm = container_of(mn, struct sframe_mm, mn);
+
+	/* RCU readers of the hash may still look at smm. */
+	kfree_rcu(smm, rcu);
+	if (atomic_dec_and_test(&sframe_mm_live))
+		wake_up_var(&sframe_mm_live);
+}
+
+static const struct mmu_notifier_ops sframe_mm_ops = {
+	.release = sframe_mm_release,
+	.alloc_notifier = sframe_mm_alloc,
+	.free_notifier = sframe_mm_free,
+};
+
+static struct sframe_mm *sframe_mm_get_or_create(struct mm_struct *mm)
+{
+	struct mmu_notifier *mn;
+	struct sframe_mm *smm;
+
+	smm = sframe_mm_find(mm);
+	if (smm)
+		return smm;
+
+	mutex_lock(&sframe_mm_create_lock);
+	smm = sframe_mm_find(mm);
+	if (smm)
+		goto out;
+	/* Takes mmap_lock for writing; allocates through sframe_mm_alloc. */
+	mn = mmu_notifier_get(&sframe_mm_ops, mm);
+	if (IS_ERR(mn)) {
+		smm = ERR_CAST(mn);
+		goto out;
+	}
+	smm = container_of(mn, struct sframe_mm, mn);
+	spin_lock(&sframe_mm_lock);
+	hash_add_rcu(sframe_mm_hash, &smm->hnode, (unsigned long)mm);
+	spin_unlock(&sframe_mm_lock);
+	atomic64_inc(&sframe_counters.processes);
+out:
+	mutex_unlock(&sframe_mm_create_lock);
+	return smm;
+}
+
+/*
+ * Every byte of [start, start + len) must be mapped, and with the wanted
+ * protection.  Returns 0, -EFAULT (a hole) or -EACCES (wrong protection).
+ */
+static int sframe_check_mapped(struct mm_struct *mm, unsigned long start,
+			       unsigned long len, unsigned long vm_flag)
+{
+	unsigned long addr = start, end = start + len;
+	struct vm_area_struct *vma;
+	int ret = 0;
+
+	mmap_read_lock(mm);
+	while (addr < end) {
+		vma = sframe_next_vma(mm, addr);
+		if (!vma || vma->vm_start > addr) {
+			ret = -EFAULT;
+			break;
+		}
+		if (!(vma->vm_flags & vm_flag)) {
+			ret = -EACCES;
+			break;
+		}
+		addr = vma->vm_end;
+	}
+	mmap_read_unlock(mm);
+	return ret;
+}
+
+/* A non-empty range inside the user address space, without overflow. */
+static bool sframe_user_range_ok(u64 start, u64 len)
+{
+	return len && start < TASK_SIZE_MAX && len <= TASK_SIZE_MAX - start;
+}
+
+static int sframe_check_request(struct mm_struct *mm, u64 sframe_addr,
+				u64 sframe_len, u64 text_start, u64 text_len,
+				struct sframe_range *range)
+{
+	struct sframe_source src;
+	int ret;
+
+	if (sframe_len > SFRAME_MAX_SECTION_SIZE)
+		return -E2BIG;
+	if (!sframe_user_range_ok(sframe_addr, sframe_len) ||
+	    !sframe_user_range_ok(text_start, text_len))
+		return -EINVAL;
+
+	ret = sframe_check_mapped(mm, text_start, text_len, VM_EXEC);
+	if (ret)
+		return ret;
+	/* An unreadable section is as good as an unmapped one. */
+	ret = sframe_check_mapped(mm, sframe_addr, sframe_len, VM_READ);
+	if (ret)
+		return -EFAULT;
+
+	src.base = u64_to_user_ptr(sframe_addr);
+	src.size = sframe_len;
+	ret = sframe_section_init(&range->sec, &src, sframe_addr, sframe_len);
+	if (ret)
+		return ret;
+	ret = sframe_validate(&range->sec, text_start, text_len);
+	if (ret)
+		return ret;
+	range->sec.src = NULL; /* the source lives on this stack frame */
+	range->text_start = text_start;
+	range->text_end = text_start + text_len;
+	range->sframe_addr = sframe_addr;
+	return 0;
+}
+
+static int sframe_insert(struct mm_struct *mm, struct sframe_entry *entry)
+{
+	struct sframe_mm *smm;
+	int ret;
+
+	smm = sframe_mm_get_or_create(mm);
+	if (IS_ERR(smm))
+		return PTR_ERR(smm);
+
+	mutex_lock(&smm->lock);
+	if (smm->nr_sections >= SFRAME_MAX_SECTIONS_PER_MM) {
+		ret = -ENOSPC;
+		goto out;
+	}
+	/* Fails with -EEXIST if any part of the range is taken. */
+	ret = mtree_insert_range(&smm->sections, entry->range.text_start,
+				 entry->range.text_end - 1, entry,
+				 GFP_KERNEL_ACCOUNT);
+	if (ret)
+		goto out;
+	smm->nr_sections++;
+	atomic64_inc(&sframe_counters.sections);
+out:
+	mutex_unlock(&smm->lock);
+	return ret;
+}
+
+int sframe_register_section(struct mm_struct *mm, u64 sframe_addr,
+			    u64 sframe_len, u64 text_start, u64 text_len)
+{
+	struct sframe_entry *entry;
+	int ret;
+
+	entry = kzalloc(sizeof(*entry), GFP_KERNEL_ACCOUNT);
+	if (!entry) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	ret = sframe_check_request(mm, sframe_addr, sframe_len, text_start,
+				   text_len, &entry->range);
+	if (ret)
+		goto fail;
+	ret = sframe_insert(mm, entry);
+	if (ret)
+		goto fail;
+	atomic64_inc(&sframe_counters.registrations);
+	return 0;
+fail:
+	kfree(entry);
+	atomic64_inc(&sframe_counters.registrations_rejected);
+	return ret;
+}
+
+int sframe_unregister_section(struct mm_struct *mm, u64 text_start)
+{
+	struct sframe_entry *entry;
+	struct sframe_mm *smm;
+	int ret = -ENOENT;
+
+	if (text_start >= TASK_SIZE_MAX)
+		return -ENOENT;
+	smm = sframe_mm_find(mm);
+	if (!smm)
+		return -ENOENT;
+
+	mutex_lock(&smm->lock);
+	entry = mtree_load(&smm->sections, text_start);
+	if (entry && entry->range.text_start == text_start) {
+		mtree_erase(&smm->sections, text_start);
+		smm->nr_sections--;
+		atomic64_dec(&sframe_counters.sections);
+		/* Lock-free lookups may still be copying it. */
+		kfree_rcu(entry, rcu);
+		ret = 0;
+	}
+	mutex_unlock(&smm->lock);
+	return ret;
+}
+
+bool sframe_registry_lookup(struct sframe_mm *smm, unsigned long pc,
+			    struct sframe_range *range)
+{
+	struct sframe_entry *entry;
+	bool found = false;
+
+	rcu_read_lock();
+	entry = mtree_load(&smm->sections, pc);
+	if (entry) {
+		*range = entry->range;
+		found = true;
+	}
+	rcu_read_unlock();
+	return found;
+}
+
+unsigned int sframe_mm_nr_sections(struct sframe_mm *smm)
+{
+	return READ_ONCE(smm->nr_sections);
+}
+
+int sframe_registry_init(void)
+{
+	return 0;
+}
+
+void sframe_registry_exit(void)
+{
+	struct sframe_mm *smm;
+	struct hlist_node *tmp;
+	int bkt;
+
+	/*
+	 * No file is open (each holds the module), so nothing registers.
+	 * An exiting mm may race us in ->release: sframe_mm_claim() picks
+	 * one of us to tear each registry down.
+	 */
+	for (;;) {
+		struct sframe_mm *victim = NULL;
+
+		spin_lock(&sframe_mm_lock);
+		hash_for_each_safe(sframe_mm_hash, bkt, tmp, smm, hnode) {
+			victim = smm;
+			break;
+		}
+		spin_unlock(&sframe_mm_lock);
+		if (!victim)
+			break;
+		if (sframe_mm_claim(victim))
+			sframe_mm_teardown(victim);
+	}
+	/*
+	 * A registry claimed by a racing ->release is freed once that
+	 * ->release has returned (its notifier is freed after the SRCU read
+	 * side that called it): wait for every registry to be freed, then for
+	 * the SRCU callbacks themselves to finish running module text.
+	 */
+	wait_var_event(&sframe_mm_live, !atomic_read(&sframe_mm_live));
+	mmu_notifier_synchronize();
+	/* And for the kfree_rcu() of entries and registries. */
+	rcu_barrier();
+}

@@ -1,0 +1,249 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Unwinding one user frame at a time, on AMD64.
+ *
+ * SFrame first: find the section covering the PC, its row, then
+ *   CFA = base register + offset (loaded from, for a v3 flexible row),
+ *   RA  = *(CFA - 8), caller's FP = *(CFA + fp offset) if saved,
+ *   caller's SP = CFA.
+ * Where no section covers the PC, the frame-pointer rule, if allowed:
+ *   RA = *(FP + 8), caller's FP = *FP, caller's SP = FP + 16.
+ *
+ * Every value comes from user memory the process controls, so nothing is
+ * trusted: a fault ends the walk (SFRAME_STOP_FAULT), and a step that
+ * does not move the stack pointer up ends it too (SFRAME_STOP_BAD_FRAME),
+ * which bounds every walk by the size of the stack.
+ */
+#include <linux/mm_types.h>
+#include <linux/sched.h>
+#include <linux/uaccess.h>
+
+#include "sframe_source_user.h"
+#include "sframe_unwind.h"
+#include "unwind.h"
+
+/* Result of one SFrame step when the PC has no row: try frame pointers. */
+#define SFRAME_STEP_UNCOVERED 1
+
+static int sframe_read_ulong(unsigned long addr, unsigned long *val)
+{
+	if (get_user(*val, (unsigned long __user *)addr))
+		return -EFAULT;
+	return 0;
+}
+
+static bool sframe_stop(struct sframe_user_unwind *uw, u32 reason)
+{
+	uw->stop = reason;
+	return false;
+}
+
+/*
+ * The value of DWARF register reg in the current frame.  Below the topmost
+ * frame only SP and FP are known; every register is known at the top.
+ */
+static bool sframe_reg_value(const struct sframe_user_unwind *uw, u8 reg,
+			     unsigned long *val)
+{
+	const struct pt_regs *regs = uw->regs;
+
+	switch (reg) {
+	case SFRAME_REG_RSP:
+		*val = uw->sp;
+		return true;
+	case SFRAME_REG_RBP:
+		*val = uw->bp;
+		return true;
+	}
+	if (!uw->topmost)
+		return false;
+	switch (reg) {
+	case 0: *val = regs->ax; return true;
+	case 1: *val = regs->dx; return true;
+	case 2: *val = regs->cx; return true;
+	case 3: *val = regs->bx; return true;
+	case 4: *val = regs->si; return true;
+	case 5: *val = regs->di; return true;
+	case 8: *val = regs->r8; return true;
+	case 9: *val = regs->r9; return true;
+	case 10: *val = regs->r10; return true;
+	case 11: *val = regs->r11; return true;
+	case 12: *val = regs->r12; return true;
+	case 13: *val = regs->r13; return true;
+	case 14: *val = regs->r14; return true;
+	case 15: *val = regs->r15; return true;
+	}
+	return false;
+}
+
+/*
+ * Recover a register of the caller by its rule.  Returns 0, -EFAULT, or
+ * -EINVAL for a rule that cannot be applied here.
+ */
+static int sframe_recover(const struct sframe_user_unwind *uw,
+			  const struct sframe_loc *loc, unsigned long cfa,
+			  unsigned long same, unsigned long *val)
+{
+	unsigned long base;
+
+	switch (loc->kind) {
+	case SFRAME_LOC_SAME:
+		*val = same;
+		return 0;
+	case SFRAME_LOC_CFA_OFFSET:
+		return sframe_read_ulong(cfa + (long)loc->offset, val);
+	case SFRAME_LOC_REG_OFFSET:
+		if (!sframe_reg_value(uw, loc->reg, &base))
+			return -EINVAL;
+		base += (long)loc->offset;
+		if (!loc->deref) {
+			*val = base;
+			return 0;
+		}
+		return sframe_read_ulong(base, val);
+	}
+	return -EINVAL;
+}
+
+/* Stop for a failed read or rule: a fault, or a frame we cannot use. */
+static int sframe_step_error(struct sframe_user_unwind *uw, int err)
+{
+	sframe_stop(uw, err == -EFAULT ? SFRAME_STOP_FAULT :
+					 SFRAME_STOP_BAD_FRAME);
+	return err;
+}
+
+/*
+ * One step with SFrame.  Returns 0 (stepped), SFRAME_STEP_UNCOVERED (no
+ * section or no FDE covers the PC), or a negative errno with uw->stop set.
+ */
+static int sframe_step(struct sframe_user_unwind *uw)
+{
+	/*
+	 * Below the top, ip is a return address: the call is just before
+	 * it, and a call may be the last instruction of its function.
+	 */
+	unsigned long pc = uw->topmost ? uw->ip : uw->ip - 1;
+	unsigned long cfa, ra, fp;
+	struct sframe_source src;
+	struct sframe_row row;
+	int ret;
+
+	if (!uw->smm)
+		return SFRAME_STEP_UNCOVERED;
+	if (!uw->have_range || pc < uw->range.text_start ||
+	    pc >= uw->range.text_end) {
+		uw->have_range = sframe_registry_lookup(uw->smm, pc, &uw->range);
+		if (!uw->have_range)
+			return SFRAME_STEP_UNCOVERED;
+	}
+
+	src.base = u64_to_user_ptr(uw->range.sframe_addr);
+	src.size = uw->range.sec.sec_size;
+	uw->range.sec.src = &src;
+	ret = sframe_find_row(&uw->range.sec, pc, &row);
+	uw->range.sec.src = NULL;
+	if (ret == -ENOENT)
+		return SFRAME_STEP_UNCOVERED;
+	if (ret)
+		return sframe_step_error(uw, ret);
+
+	if (row.outermost) {
+		sframe_stop(uw, SFRAME_STOP_OUTERMOST);
+		return -ENOENT;
+	}
+
+	if (!sframe_reg_value(uw, row.cfa_reg, &cfa))
+		return sframe_step_error(uw, -EINVAL);
+	cfa += (long)row.cfa_offset;
+	if (row.cfa_deref) {
+		ret = sframe_read_ulong(cfa, &cfa);
+		if (ret)
+			return sframe_step_error(uw, ret);
+	}
+
+	if (row.ra.kind == SFRAME_LOC_UNDEFINED) {
+		sframe_stop(uw, SFRAME_STOP_OUTERMOST);
+		return -ENOENT;
+	}
+	/* An RA that stays the same would be a loop, not a frame. */
+	if (row.ra.kind == SFRAME_LOC_SAME)
+		return sframe_step_error(uw, -EINVAL);
+	ret = sframe_recover(uw, &row.ra, cfa, uw->ip, &ra);
+	if (ret)
+		return sframe_step_error(uw, ret);
+	fp = 0;
+	if (row.fp.kind != SFRAME_LOC_UNDEFINED) {
+		ret = sframe_recover(uw, &row.fp, cfa, uw->bp, &fp);
+		if (ret)
+			return sframe_step_error(uw, ret);
+	}
+
+	if (cfa <= uw->sp || !ra || ra >= TASK_SIZE_MAX)
+		return sframe_step_error(uw, -EINVAL);
+
+	uw->ip = ra;
+	uw->sp = cfa;
+	uw->bp = fp;
+	uw->nr_sframe++;
+	return 0;
+}
+
+static bool sframe_step_fp(struct sframe_user_unwind *uw)
+{
+	unsigned long fp = uw->bp, next_fp, ra;
+
+	if (!fp)
+		return sframe_stop(uw, SFRAME_STOP_OUTERMOST);
+	/* A frame pointer lies on the stack above SP, 8-byte aligned. */
+	if (fp < uw->sp || (fp & 7) || fp > TASK_SIZE_MAX - 16)
+		return sframe_stop(uw, SFRAME_STOP_NO_COVERAGE);
+	if (sframe_read_ulong(fp, &next_fp) ||
+	    sframe_read_ulong(fp + 8, &ra))
+		return sframe_stop(uw, SFRAME_STOP_FAULT);
+	if (!ra)
+		return sframe_stop(uw, SFRAME_STOP_OUTERMOST);
+	if (ra >= TASK_SIZE_MAX)
+		return sframe_stop(uw, SFRAME_STOP_BAD_FRAME);
+
+	uw->ip = ra;
+	uw->sp = fp + 16;
+	uw->bp = next_fp;
+	uw->nr_fp++;
+	return true;
+}
+
+void sframe_unwind_start(struct sframe_user_unwind *uw,
+			 const struct pt_regs *regs, u32 flags)
+{
+	memset(uw, 0, sizeof(*uw));
+	uw->ip = regs->ip;
+	uw->sp = regs->sp;
+	uw->bp = regs->bp;
+	uw->regs = regs;
+	uw->topmost = true;
+	uw->flags = flags;
+	if (current->mm)
+		uw->smm = sframe_mm_find(current->mm);
+}
+
+bool sframe_unwind_next(struct sframe_user_unwind *uw)
+{
+	bool ok;
+
+	if (uw->stop)
+		return false;
+	if (uw->flags & SFRAME_UNWIND_F_SFRAME) {
+		int ret = sframe_step(uw);
+
+		if (ret != SFRAME_STEP_UNCOVERED) {
+			uw->topmost = false;
+			return ret == 0;
+		}
+	}
+	if (!(uw->flags & SFRAME_UNWIND_F_FP))
+		return sframe_stop(uw, SFRAME_STOP_NO_COVERAGE);
+	ok = sframe_step_fp(uw);
+	uw->topmost = false;
+	return ok;
+}

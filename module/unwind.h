@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The user-space unwinder: SFrame where a registered section covers the PC,
+ * frame pointers where none does.
+ */
+#ifndef SFRAME_UNWIND_USER_H
+#define SFRAME_UNWIND_USER_H
+
+#include <linux/ptrace.h>
+
+#include "registry.h"
+
+/* The state of one walk, one frame at a time (like the kernel's own). */
+struct sframe_user_unwind {
+	unsigned long ip, sp, bp;   /* the current frame */
+	const struct pt_regs *regs; /* registers of the topmost frame */
+	bool topmost;
+	u32 flags;                  /* SFRAME_UNWIND_F_* */
+	struct sframe_mm *smm;      /* registry of current->mm, or NULL */
+	struct sframe_range range;  /* the section used last, if have_range */
+	bool have_range;
+	u32 stop;                   /* enum sframe_stop_reason, once stopped */
+	u32 nr_sframe;              /* frames unwound with SFrame */
+	u32 nr_fp;                  /* frames unwound with frame pointers */
+};
+
+/*
+ * Start a walk of current's user stack from regs (its user registers).
+ * Must run in process context of current: sections and stack are read from
+ * current's memory with copy_from_user(), which may fault pages in.
+ */
+void sframe_unwind_start(struct sframe_user_unwind *uw,
+			 const struct pt_regs *regs, u32 flags);
+
+/*
+ * Step to the caller of the current frame.  Returns true with ip/sp/bp of
+ * the caller, or false with uw->stop set.  Each step moves sp up, so a walk
+ * ends even on a corrupt or hostile stack.
+ */
+bool sframe_unwind_next(struct sframe_user_unwind *uw);
+
+#endif /* SFRAME_UNWIND_USER_H */
