@@ -52,7 +52,11 @@ int sframe_source_read(const struct sframe_source *src, uint64_t off,
 #define SFRAME_REG_RSP 7
 #define SFRAME_REG_RIP 16
 
-/* Largest header + aux header the decoder accepts (the aux length is a u8). */
+/*
+ * Size of the fixed SFrame header.  An auxiliary header of sfh_auxhdr_len
+ * bytes (a u8) may follow it; the decoder skips it, since the table offsets
+ * count from its end.
+ */
 #define SFRAME_HDR_SIZE 28
 
 /* A validated section header, plus where its tables are. */
@@ -78,11 +82,20 @@ struct sframe_section {
 #define SFRAME_PC_INC 0  /* FRE start offsets are increments from start */
 #define SFRAME_PC_MASK 1 /* ...are offsets within a repeated block */
 
+/*
+ * Version 1 does not record the size of the repeated block of a PC-mask
+ * FDE.  On AMD64 the only producer of such FDEs is ld's PLT, whose entries
+ * are 16 bytes, so lookups in v1 PC-mask FDEs assume that size.
+ */
+#define SFRAME_V1_PCMASK_BLOCK 16
+
 /* One function descriptor, version independent. */
 struct sframe_fde {
 	uint64_t func_start;   /* absolute address of the function */
 	uint32_t func_size;
-	uint32_t fre_off;      /* offset of its FREs in the FRE sub-section */
+	uint32_t fre_off;      /* offset of its first FRE in the FRE
+				  sub-section (v3: past the attribute
+				  record) */
 	uint32_t num_fres;
 	uint8_t fre_type;      /* SFRAME_FRE_TYPE_ADDR1/2/4: 0, 1, 2 */
 	uint8_t pc_type;       /* SFRAME_PC_INC or SFRAME_PC_MASK */
@@ -124,7 +137,8 @@ struct sframe_row {
  * Read and validate the header of a section of size bytes found at sec_addr
  * in the unwound process.  Returns 0, or:
  *   -ENOEXEC     bad magic
- *   -EOPNOTSUPP  version or ABI/arch not read by this decoder
+ *   -EOPNOTSUPP  version, ABI/arch or flags not read by this decoder (or
+ *                no fixed RA offset, which every AMD64 section has)
  *   -EINVAL      tables that do not fit in size bytes, or inconsistent counts
  *   -EFAULT      the header could not be read
  */
@@ -134,7 +148,8 @@ int sframe_section_init(struct sframe_section *sec,
 
 /*
  * Decode FDE number i (0 <= i < num_fdes).  Returns 0, -EINVAL (i out of
- * range, a field that does not fit the section), or -EFAULT.
+ * range, a field that does not fit the section), -EOPNOTSUPP (a v3 FDE type
+ * this decoder does not know) or -EFAULT.
  */
 int sframe_get_fde(const struct sframe_section *sec, uint32_t i,
 		   struct sframe_fde *fde);
@@ -158,7 +173,8 @@ int sframe_validate(const struct sframe_section *sec, uint64_t text_start,
 
 /*
  * Find the FDE covering pc (binary search over the sorted FDEs).
- * Returns 0, -ENOENT (no FDE covers pc), -EINVAL or -EFAULT.
+ * Returns 0, -ENOENT (no FDE covers pc), -EINVAL, -EOPNOTSUPP (FDEs not
+ * sorted, or an unknown v3 FDE type) or -EFAULT.
  */
 int sframe_find_fde(const struct sframe_section *sec, uint64_t pc,
 		    struct sframe_fde *fde);
@@ -166,7 +182,8 @@ int sframe_find_fde(const struct sframe_section *sec, uint64_t pc,
 /*
  * Find the unwind rule for pc: its FDE, then the last FRE whose start is at
  * or below pc's offset (modulo rep_size for PC-mask FDEs).
- * Returns 0, -ENOENT (pc not covered), -EINVAL (malformed data) or -EFAULT.
+ * Returns 0, -ENOENT (pc not covered, or before the function's first FRE),
+ * -EINVAL (malformed data), -EOPNOTSUPP (as sframe_find_fde) or -EFAULT.
  */
 int sframe_find_row(const struct sframe_section *sec, uint64_t pc,
 		    struct sframe_row *row);

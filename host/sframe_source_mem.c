@@ -1,0 +1,41 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Memory-buffer sframe_source for the host build of the decoder. */
+#include <string.h>
+
+#include "sframe_source_mem.h"
+
+void sframe_source_mem_init(struct sframe_source *src, const void *data,
+			    uint64_t size)
+{
+	src->data = data;
+	src->size = size;
+	src->fault_at = SFRAME_NO_FAULT;
+	src->stats = NULL;
+}
+
+int sframe_source_read(const struct sframe_source *src, uint64_t off,
+		       void *dst, uint32_t len)
+{
+	struct sframe_mem_stats *st = src->stats;
+	int out = off > src->size || len > src->size - off;
+
+	if (st) {
+		st->reads++;
+		st->bytes += len;
+		st->last_off = off;
+		st->last_len = len;
+		if (len > st->max_len)
+			st->max_len = len;
+		if (out)
+			st->out_of_range++;
+	}
+	/* The decoder promises never to ask for this; the tests check. */
+	if (out)
+		return -EFAULT;
+	/* A fault at fault_at hits every read whose range reaches it. */
+	if (len && off + len > src->fault_at)
+		return -EFAULT;
+	if (len)
+		memcpy(dst, src->data + off, len);
+	return 0;
+}

@@ -1,0 +1,757 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * SFrame decoder: versions 1, 2 and 3, AMD64 only.
+ *
+ * The authority for the format is binutils' libsframe/doc/sframe-spec.texi
+ * and include/sframe.h.  In short:
+ *
+ *   header (28 bytes) + auxiliary header (sfh_auxhdr_len bytes)
+ *   FDE table at hdr_len + sfh_fdeoff, sfh_num_fdes fixed-size entries:
+ *     v1: 17 bytes {s32 start, u32 size, u32 fre_off, u32 num_fres, u8 info}
+ *     v2: 20 bytes, v1 + {u8 rep_size, u16 padding}
+ *     v3: 16 bytes {s64 start, u32 size, u32 fre_off}; the rest of the
+ *         descriptor, {u16 num_fres, u8 info, u8 info2, u8 rep_size}, sits
+ *         at fre_off in the FRE sub-section, right before the FREs
+ *   FRE sub-section at hdr_len + sfh_freoff, sfh_fre_len bytes of
+ *   variable-length FREs: start offset (1, 2 or 4 bytes), info byte, then
+ *   N data words of 1, 2 or 4 bytes.
+ *
+ * The start address of a function is relative to the start-address field of
+ * its FDE when SFRAME_F_FDE_FUNC_START_PCREL is set (binutils 2.45 and
+ * later), else to the first byte of the .sframe section.
+ *
+ * All multi-byte fields are little-endian (AMD64 is the only ABI read here).
+ *
+ * Everything read from the section is untrusted: it lives in user memory
+ * and may change between two reads.  So every value is checked where it is
+ * used, every offset is computed in 64 bits from 32-bit fields (no sum can
+ * wrap), every loop is bounded by a count that was checked against the
+ * section size, and no read leaves [0, sec_size).
+ *
+ * Reads are kept few and small because in the kernel each one is a user
+ * copy: the binary search reads only the start-address field of each probed
+ * FDE, and FREs are read in chunks of FRE_CHUNK bytes.
+ */
+
+#include "sframe_decode.h"
+
+#define SFRAME_U32_MAX ((uint32_t)~0u)
+
+/* Version-specific sizes of the fixed tables. */
+#define SFRAME_V1_FDE_SIZE 17
+#define SFRAME_V2_FDE_SIZE 20
+#define SFRAME_V3_FDE_SIZE 16
+#define SFRAME_V3_ATTR_SIZE 5
+
+/* sfde_func_info / sfda_func_info */
+#define SFRAME_FUNC_FRE_TYPE(info) ((info) & 0xf)
+#define SFRAME_FUNC_PC_TYPE(info) (((info) >> 4) & 0x1)
+#define SFRAME_V3_FUNC_SIGNAL_P(info) (((info) >> 7) & 0x1)
+/* sfda_func_info2 (v3) */
+#define SFRAME_V3_FDE_TYPE(info2) ((info2) & 0x1f)
+#define SFRAME_V3_FDE_TYPE_DEFAULT 0
+#define SFRAME_V3_FDE_TYPE_FLEX 1
+
+/* FRE info byte */
+#define SFRAME_FRE_BASE_REG_SP(info) ((info) & 0x1)
+#define SFRAME_FRE_WORD_COUNT(info) (((info) >> 1) & 0xf)
+#define SFRAME_FRE_WORD_SIZE_CODE(info) (((info) >> 5) & 0x3)
+
+/* v3 flexible FDE control word */
+#define SFRAME_FLEX_REG_P(ctl) ((ctl) & 0x1)
+#define SFRAME_FLEX_DEREF_P(ctl) (((ctl) >> 1) & 0x1)
+#define SFRAME_FLEX_REGNUM(ctl) ((ctl) >> 3)
+
+/*
+ * Flags each version defines.  An unknown flag may change how the tables
+ * are read (SFRAME_F_FDE_FUNC_START_PCREL did), so it is refused rather
+ * than ignored.  v3 dropped SFRAME_F_FRAME_POINTER.
+ */
+#define SFRAME_V1_FLAGS (SFRAME_F_FDE_SORTED | SFRAME_F_FRAME_POINTER)
+#define SFRAME_V2_FLAGS (SFRAME_V1_FLAGS | SFRAME_F_FDE_FUNC_START_PCREL)
+#define SFRAME_V3_FLAGS (SFRAME_F_FDE_SORTED | SFRAME_F_FDE_FUNC_START_PCREL)
+
+/*
+ * Largest FRE the decoder accepts on AMD64: a 4-byte start offset, the
+ * info byte and 6 data words of 4 bytes (v3 flexible FDE: CFA, RA and FP
+ * each as a control word plus an offset).  Bigger FREs are refused before
+ * their words are read, so a chunk always holds at least one whole field.
+ */
+#define FRE_CHUNK 64
+
+static inline uint16_t get_le16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+static inline uint32_t get_le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | ((uint32_t)p[1] << 8) |
+	       ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+static inline uint64_t get_le64(const uint8_t *p)
+{
+	return (uint64_t)get_le32(p) | ((uint64_t)get_le32(p + 4) << 32);
+}
+
+/*
+ * Read len bytes at section offset off.  The bound is checked here once
+ * more, so a caller's mistake turns into -EINVAL, never into a read past
+ * the section.
+ */
+static int sec_read(const struct sframe_section *sec, uint64_t off,
+		    void *dst, uint32_t len)
+{
+	if (off > sec->sec_size || len > sec->sec_size - off)
+		return -EINVAL;
+	if (sframe_source_read(sec->src, off, dst, len))
+		return -EFAULT;
+	return 0;
+}
+
+int sframe_section_init(struct sframe_section *sec,
+			const struct sframe_source *src, uint64_t sec_addr,
+			uint64_t size)
+{
+	uint8_t h[SFRAME_HDR_SIZE];
+	uint64_t hdr_len, fde_start, fde_end, fre_start, fre_end;
+	uint32_t fde_size;
+	uint8_t version, flags, allowed;
+
+	/*
+	 * Fill in what the reads below need before the header is known, so
+	 * that sec_read() bounds them by the caller's size.
+	 */
+	sec->src = src;
+	sec->sec_addr = sec_addr;
+	sec->sec_size = size;
+
+	if (size < SFRAME_HDR_SIZE)
+		return -EINVAL;
+	if (sframe_source_read(src, 0, h, SFRAME_HDR_SIZE))
+		return -EFAULT;
+
+	if (get_le16(h) != SFRAME_MAGIC)
+		return -ENOEXEC;
+	version = h[2];
+	flags = h[3];
+	switch (version) {
+	case 1:
+		fde_size = SFRAME_V1_FDE_SIZE;
+		allowed = SFRAME_V1_FLAGS;
+		break;
+	case 2:
+		fde_size = SFRAME_V2_FDE_SIZE;
+		allowed = SFRAME_V2_FLAGS;
+		break;
+	case 3:
+		fde_size = SFRAME_V3_FDE_SIZE;
+		allowed = SFRAME_V3_FLAGS;
+		break;
+	default:
+		return -EOPNOTSUPP;
+	}
+	if (flags & ~allowed)
+		return -EOPNOTSUPP;
+	if (h[4] != SFRAME_ABI_AMD64_ENDIAN_LITTLE)
+		return -EOPNOTSUPP;
+	/*
+	 * AMD64 keeps the RA at a fixed CFA offset given in the header;
+	 * without one the FREs would have to carry RA offsets, a layout no
+	 * AMD64 producer writes and this decoder does not read.
+	 */
+	if ((int8_t)h[6] == 0)
+		return -EOPNOTSUPP;
+
+	sec->version = version;
+	sec->flags = flags;
+	sec->abi_arch = h[4];
+	sec->fixed_fp_offset = (int8_t)h[5];
+	sec->fixed_ra_offset = (int8_t)h[6];
+	sec->num_fdes = get_le32(h + 8);
+	sec->num_fres = get_le32(h + 12);
+	sec->fre_len = get_le32(h + 16);
+
+	/*
+	 * Sub-section offsets count from the end of the header, auxiliary
+	 * header included.  All sums are of 32-bit values in 64 bits, so
+	 * none can wrap.
+	 */
+	hdr_len = SFRAME_HDR_SIZE + (uint64_t)h[7];
+	fde_start = hdr_len + get_le32(h + 20);
+	fde_end = fde_start + (uint64_t)sec->num_fdes * fde_size;
+	fre_start = hdr_len + get_le32(h + 24);
+	fre_end = fre_start + sec->fre_len;
+
+	/* The FDE table comes first, the FRE sub-section ends the tables. */
+	if (fde_end > fre_start || fre_end > size)
+		return -EINVAL;
+	/* The struct keeps 32-bit offsets (no real section nears 4 GiB). */
+	if (fre_end > SFRAME_U32_MAX)
+		return -EINVAL;
+	/* Each FRE takes at least 2 bytes: a 1-byte start and the info. */
+	if ((uint64_t)sec->num_fres * 2 > sec->fre_len)
+		return -EINVAL;
+
+	sec->fde_start = (uint32_t)fde_start;
+	sec->fde_size = fde_size;
+	sec->fre_start = (uint32_t)fre_start;
+	return 0;
+}
+
+/* Section offset of FDE i's first byte (its start-address field). */
+static inline uint64_t fde_offset(const struct sframe_section *sec,
+				  uint32_t i)
+{
+	return sec->fde_start + (uint64_t)i * sec->fde_size;
+}
+
+/* Absolute start address from the encoded one of the FDE at fde_off. */
+static inline uint64_t func_start_addr(const struct sframe_section *sec,
+				       uint64_t fde_off, int64_t enc)
+{
+	/* Address arithmetic is modulo 2^64, as in the unwound process. */
+	uint64_t base = sec->sec_addr;
+
+	if (sec->flags & SFRAME_F_FDE_FUNC_START_PCREL)
+		base += fde_off;
+	return base + (uint64_t)enc;
+}
+
+static inline uint32_t fre_addr_size(uint8_t fre_type)
+{
+	return 1u << fre_type;	/* ADDR1, ADDR2, ADDR4: 0, 1, 2 */
+}
+
+int sframe_get_fde(const struct sframe_section *sec, uint32_t i,
+		   struct sframe_fde *fde)
+{
+	uint8_t b[SFRAME_V2_FDE_SIZE];
+	uint64_t off, data_off, min_bytes;
+	uint32_t fre_off;
+	uint8_t info, info2 = 0;
+	int64_t enc;
+	int ret;
+
+	if (i >= sec->num_fdes)
+		return -EINVAL;
+	off = fde_offset(sec, i);
+	ret = sec_read(sec, off, b, sec->fde_size);
+	if (ret)
+		return ret;
+
+	fde->rep_size = 0;
+	fde->flex = 0;
+	fde->signal_frame = false;
+	if (sec->version == 3) {
+		uint8_t a[SFRAME_V3_ATTR_SIZE];
+
+		enc = (int64_t)get_le64(b);
+		fde->func_size = get_le32(b + 8);
+		fre_off = get_le32(b + 12);
+		/* The attribute record heads the function's FRE data. */
+		if ((uint64_t)fre_off + SFRAME_V3_ATTR_SIZE > sec->fre_len)
+			return -EINVAL;
+		ret = sec_read(sec, sec->fre_start + (uint64_t)fre_off, a,
+			       SFRAME_V3_ATTR_SIZE);
+		if (ret)
+			return ret;
+		fde->num_fres = get_le16(a);
+		info = a[2];
+		info2 = a[3];
+		fde->rep_size = a[4];
+		fde->signal_frame = SFRAME_V3_FUNC_SIGNAL_P(info);
+		data_off = (uint64_t)fre_off + SFRAME_V3_ATTR_SIZE;
+	} else {
+		enc = (int32_t)get_le32(b);
+		fde->func_size = get_le32(b + 4);
+		fre_off = get_le32(b + 8);
+		fde->num_fres = get_le32(b + 12);
+		info = b[16];
+		if (sec->version == 2)
+			fde->rep_size = b[17];
+		data_off = fre_off;
+	}
+
+	fde->func_start = func_start_addr(sec, off, enc);
+	fde->fre_type = SFRAME_FUNC_FRE_TYPE(info);
+	fde->pc_type = SFRAME_FUNC_PC_TYPE(info);
+	if (fde->fre_type > 2)
+		return -EINVAL;
+
+	if (sec->version == 3) {
+		switch (SFRAME_V3_FDE_TYPE(info2)) {
+		case SFRAME_V3_FDE_TYPE_DEFAULT:
+			break;
+		case SFRAME_V3_FDE_TYPE_FLEX:
+			fde->flex = 1;
+			break;
+		default:
+			/* A type from a later spec: cannot be interpreted. */
+			return -EOPNOTSUPP;
+		}
+	}
+	/*
+	 * v2 and v3 give the size of the repeated block.  v1 does not; there
+	 * the only producer of PC-mask FDEs on AMD64 is ld's PLT, whose
+	 * entries are SFRAME_V1_PCMASK_BLOCK bytes, and the lookup assumes it.
+	 */
+	if (fde->pc_type == SFRAME_PC_MASK && sec->version >= 2 &&
+	    !fde->rep_size)
+		return -EINVAL;
+
+	/*
+	 * The FREs must at least fit at their smallest (start offset and
+	 * info byte, no data word); their real length is checked as they
+	 * are walked.
+	 */
+	min_bytes = (uint64_t)fde->num_fres *
+		    (fre_addr_size(fde->fre_type) + 1);
+	if (data_off > sec->fre_len || min_bytes > sec->fre_len - data_off)
+		return -EINVAL;
+	fde->fre_off = (uint32_t)data_off;
+	return 0;
+}
+
+/*
+ * Sequential reader over the FRE sub-section that fetches FRE_CHUNK bytes
+ * at a time, so that walking a function's FREs costs a few user copies
+ * rather than one per field.
+ */
+struct fre_cursor {
+	const struct sframe_section *sec;
+	uint64_t pos;		/* section offset of the next byte to use */
+	uint64_t end;		/* end of the FRE sub-section */
+	uint64_t buf_off;	/* section offset of buf[0] */
+	uint32_t buf_len;	/* valid bytes in buf */
+	uint8_t buf[FRE_CHUNK];
+};
+
+static void cursor_init(struct fre_cursor *c, const struct sframe_section *sec,
+			uint32_t fre_off)
+{
+	c->sec = sec;
+	c->pos = sec->fre_start + (uint64_t)fre_off;
+	c->end = sec->fre_start + (uint64_t)sec->fre_len;
+	c->buf_off = 0;
+	c->buf_len = 0;
+}
+
+/*
+ * Point *p at len (<= FRE_CHUNK) bytes at the cursor and advance it.
+ * Bytes past the FRE sub-section are -EINVAL: an FRE that runs past
+ * sfh_fre_len is malformed.
+ */
+static int cursor_take(struct fre_cursor *c, uint32_t len, const uint8_t **p)
+{
+	uint64_t want;
+	int ret;
+
+	if (c->pos > c->end || len > c->end - c->pos)
+		return -EINVAL;
+	if (c->pos < c->buf_off || c->pos + len > c->buf_off + c->buf_len) {
+		want = c->end - c->pos;
+		if (want > FRE_CHUNK)
+			want = FRE_CHUNK;
+		ret = sec_read(c->sec, c->pos, c->buf, (uint32_t)want);
+		if (ret)
+			return ret;
+		c->buf_off = c->pos;
+		c->buf_len = (uint32_t)want;
+	}
+	*p = c->buf + (c->pos - c->buf_off);
+	c->pos += len;
+	return 0;
+}
+
+/* Read one data word, signed or unsigned, of size 1, 2 or 4. */
+static int cursor_word(struct fre_cursor *c, uint32_t size, bool is_signed,
+		       int64_t *val)
+{
+	const uint8_t *p;
+	int ret;
+
+	ret = cursor_take(c, size, &p);
+	if (ret)
+		return ret;
+	switch (size) {
+	case 1:
+		*val = is_signed ? (int64_t)(int8_t)p[0] : (int64_t)p[0];
+		break;
+	case 2:
+		*val = is_signed ? (int64_t)(int16_t)get_le16(p) :
+				   (int64_t)get_le16(p);
+		break;
+	default:
+		*val = is_signed ? (int64_t)(int32_t)get_le32(p) :
+				   (int64_t)get_le32(p);
+		break;
+	}
+	return 0;
+}
+
+/*
+ * Turn a v3 flexible control word and its offset into a location for the
+ * RA or the FP.  Control word 0 is padding: the entity keeps its default.
+ */
+static int flex_loc(uint32_t ctl, int32_t off, struct sframe_loc *loc)
+{
+	if (SFRAME_FLEX_REG_P(ctl)) {
+		if (SFRAME_FLEX_REGNUM(ctl) > 0xff)
+			return -EINVAL;
+		loc->kind = SFRAME_LOC_REG_OFFSET;
+		loc->reg = (uint8_t)SFRAME_FLEX_REGNUM(ctl);
+		loc->deref = SFRAME_FLEX_DEREF_P(ctl);
+		loc->offset = off;
+		return 0;
+	}
+	/*
+	 * Not a register: relative to the CFA.  Only "saved at CFA + offset"
+	 * (dereferenced) is meaningful for a return address or a saved frame
+	 * pointer; a value of CFA + offset cannot be either.
+	 */
+	if (!SFRAME_FLEX_DEREF_P(ctl))
+		return -EINVAL;
+	loc->kind = SFRAME_LOC_CFA_OFFSET;
+	loc->reg = 0;
+	loc->deref = false;
+	loc->offset = off;
+	return 0;
+}
+
+/*
+ * Decode the data words of a v3 flexible FRE: pairs of control word and
+ * offset for the CFA, then the RA, then the FP.  The RA pair may be a
+ * single padding word 0 when only the FP follows; absent entities keep
+ * their defaults (RA at the fixed offset, FP unchanged or fixed).
+ */
+static int decode_flex(struct fre_cursor *c, uint32_t n, uint32_t wsize,
+		       struct sframe_row *row)
+{
+	int64_t ctl, off;
+	int ret, k;
+
+	if (n < 2)
+		return -EINVAL;
+	ret = cursor_word(c, wsize, false, &ctl);
+	if (!ret)
+		ret = cursor_word(c, wsize, true, &off);
+	if (ret)
+		return ret;
+	n -= 2;
+	/* The CFA is always register based. */
+	if (!SFRAME_FLEX_REG_P(ctl) || SFRAME_FLEX_REGNUM(ctl) > 0xff)
+		return -EINVAL;
+	row->cfa_reg = (uint8_t)SFRAME_FLEX_REGNUM(ctl);
+	row->cfa_deref = SFRAME_FLEX_DEREF_P(ctl);
+	row->cfa_offset = (int32_t)off;
+
+	/* k = 0: RA, k = 1: FP */
+	for (k = 0; k < 2 && n; k++) {
+		ret = cursor_word(c, wsize, false, &ctl);
+		if (ret)
+			return ret;
+		n--;
+		if (!ctl)
+			continue;	/* padding */
+		if (!n)
+			return -EINVAL;
+		ret = cursor_word(c, wsize, true, &off);
+		if (ret)
+			return ret;
+		n--;
+		ret = flex_loc((uint32_t)ctl, (int32_t)off,
+			       k ? &row->fp : &row->ra);
+		if (ret)
+			return ret;
+	}
+	return n ? -EINVAL : 0;
+}
+
+/*
+ * Decode the FRE at the cursor.  If row is NULL only its start offset is
+ * decoded and its data words are skipped (validated for size only).
+ */
+static int decode_fre(const struct sframe_section *sec,
+		      const struct sframe_fde *fde, struct fre_cursor *c,
+		      uint32_t *start_off, struct sframe_row *row)
+{
+	uint32_t asize = fre_addr_size(fde->fre_type);
+	uint32_t n, wsize, code;
+	const uint8_t *p;
+	uint32_t start;
+	uint8_t info;
+	int64_t w;
+	int ret;
+
+	ret = cursor_take(c, asize + 1, &p);
+	if (ret)
+		return ret;
+	if (asize == 1)
+		start = p[0];
+	else if (asize == 2)
+		start = get_le16(p);
+	else
+		start = get_le32(p);
+	info = p[asize];
+
+	/*
+	 * A row must start inside the function (a zero-sized function may
+	 * carry a row at 0, as libsframe allows) and, for a PC-mask FDE,
+	 * inside the repeated block.
+	 */
+	if (start >= fde->func_size && !(start == 0 && fde->func_size == 0))
+		return -EINVAL;
+	if (fde->pc_type == SFRAME_PC_MASK && fde->rep_size &&
+	    start >= fde->rep_size)
+		return -EINVAL;
+
+	n = SFRAME_FRE_WORD_COUNT(info);
+	code = SFRAME_FRE_WORD_SIZE_CODE(info);
+	if (code > 2)
+		return -EINVAL;
+	wsize = 1u << code;
+	/*
+	 * AMD64 default FREs carry the CFA offset and maybe the FP offset;
+	 * flexible ones up to three pairs.  Zero words (v2 on) mark the
+	 * outermost frame.
+	 */
+	if (n > (fde->flex ? 6u : 2u) || (n == 0 && sec->version == 1))
+		return -EINVAL;
+	*start_off = start;
+
+	if (!row) {
+		/* Skip the words; cursor_take() bounds the skip. */
+		while (n--) {
+			ret = cursor_word(c, wsize, false, &w);
+			if (ret)
+				return ret;
+		}
+		return 0;
+	}
+
+	row->start_off = start;
+	row->signal_frame = fde->signal_frame;
+	row->outermost = false;
+	row->cfa_deref = false;
+	row->ra.kind = SFRAME_LOC_CFA_OFFSET;
+	row->ra.reg = 0;
+	row->ra.deref = false;
+	row->ra.offset = sec->fixed_ra_offset;
+	row->fp.reg = 0;
+	row->fp.deref = false;
+	if (sec->fixed_fp_offset) {
+		row->fp.kind = SFRAME_LOC_CFA_OFFSET;
+		row->fp.offset = sec->fixed_fp_offset;
+	} else {
+		row->fp.kind = SFRAME_LOC_SAME;
+		row->fp.offset = 0;
+	}
+
+	if (n == 0) {
+		/* RA undefined: the unwind ends here, successfully. */
+		row->outermost = true;
+		row->cfa_reg = SFRAME_REG_RSP;
+		row->cfa_offset = 0;
+		row->ra.kind = SFRAME_LOC_UNDEFINED;
+		row->ra.offset = 0;
+		return 0;
+	}
+
+	if (fde->flex)
+		return decode_flex(c, n, wsize, row);
+
+	row->cfa_reg = SFRAME_FRE_BASE_REG_SP(info) ? SFRAME_REG_RSP :
+						      SFRAME_REG_RBP;
+	ret = cursor_word(c, wsize, true, &w);
+	if (ret)
+		return ret;
+	row->cfa_offset = (int32_t)w;
+	if (n == 2) {
+		/* A fixed FP offset leaves no room for one per FRE. */
+		if (sec->fixed_fp_offset)
+			return -EINVAL;
+		ret = cursor_word(c, wsize, true, &w);
+		if (ret)
+			return ret;
+		row->fp.kind = SFRAME_LOC_CFA_OFFSET;
+		row->fp.offset = (int32_t)w;
+	}
+	/* The mangled-RA bit (7) is aarch64's; AMD64 ignores it. */
+	return 0;
+}
+
+int sframe_get_fre(const struct sframe_section *sec,
+		   const struct sframe_fde *fde, uint32_t j,
+		   struct sframe_row *row)
+{
+	struct fre_cursor c;
+	uint32_t k, start, prev = 0;
+	int ret;
+
+	if (j >= fde->num_fres || fde->fre_type > 2)
+		return -EINVAL;
+	cursor_init(&c, sec, fde->fre_off);
+	/* FREs have no index: walk from the first, checking the order. */
+	for (k = 0; k <= j; k++) {
+		ret = decode_fre(sec, fde, &c, &start, k == j ? row : NULL);
+		if (ret)
+			return ret;
+		if (k && start <= prev)
+			return -EINVAL;
+		prev = start;
+	}
+	return 0;
+}
+
+int sframe_validate(const struct sframe_section *sec, uint64_t text_start,
+		    uint64_t text_len)
+{
+	struct sframe_fde fde;
+	struct sframe_row row;
+	struct fre_cursor c;
+	uint64_t prev_end = 0, total_fres = 0;
+	uint32_t i, j, start, prev;
+	int ret;
+
+	/* The lookups need a binary search; unsorted tables are not read. */
+	if (!(sec->flags & SFRAME_F_FDE_SORTED))
+		return -EOPNOTSUPP;
+	if (text_len > ~(uint64_t)0 - text_start)
+		return -EINVAL;
+
+	for (i = 0; i < sec->num_fdes; i++) {
+		ret = sframe_get_fde(sec, i, &fde);
+		if (ret)
+			return ret;
+		if (fde.func_start < text_start ||
+		    fde.func_start - text_start > text_len ||
+		    fde.func_size > text_len - (fde.func_start - text_start))
+			return -EINVAL;
+		/* Sorted and disjoint: what the binary search relies on. */
+		if (i && fde.func_start < prev_end)
+			return -EINVAL;
+		prev_end = fde.func_start + fde.func_size;
+
+		cursor_init(&c, sec, fde.fre_off);
+		prev = 0;
+		for (j = 0; j < fde.num_fres; j++) {
+			ret = decode_fre(sec, &fde, &c, &start, &row);
+			if (ret)
+				return ret;
+			if (j && start <= prev)
+				return -EINVAL;
+			prev = start;
+		}
+		total_fres += fde.num_fres;
+	}
+	if (total_fres != sec->num_fres)
+		return -EINVAL;
+	return 0;
+}
+
+/* Read only the start-address field of FDE i: 4 (v1, v2) or 8 (v3) bytes. */
+static int probe_start(const struct sframe_section *sec, uint32_t i,
+		       uint64_t *addr)
+{
+	uint64_t off = fde_offset(sec, i);
+	uint8_t b[8];
+	int64_t enc;
+	int ret;
+
+	if (sec->version == 3) {
+		ret = sec_read(sec, off, b, 8);
+		enc = (int64_t)get_le64(b);
+	} else {
+		ret = sec_read(sec, off, b, 4);
+		enc = (int32_t)get_le32(b);
+	}
+	if (ret)
+		return ret;
+	*addr = func_start_addr(sec, off, enc);
+	return 0;
+}
+
+int sframe_find_fde(const struct sframe_section *sec, uint64_t pc,
+		    struct sframe_fde *fde)
+{
+	uint32_t lo = 0, hi = sec->num_fdes, mid;
+	uint64_t addr;
+	int ret;
+
+	/* Only sorted tables can be searched; see sframe_validate(). */
+	if (!(sec->flags & SFRAME_F_FDE_SORTED))
+		return -EOPNOTSUPP;
+
+	/*
+	 * Find the last FDE whose start is <= pc, keeping start[lo - 1] <= pc
+	 * < start[hi]: at most 32 probes whatever the table says.
+	 */
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		ret = probe_start(sec, mid, &addr);
+		if (ret)
+			return ret;
+		if (addr <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return -ENOENT;
+
+	/*
+	 * Decode the whole FDE; its start is read again and may differ from
+	 * the probe if the section changed, so coverage is judged on what
+	 * was decoded.
+	 */
+	ret = sframe_get_fde(sec, lo - 1, fde);
+	if (ret)
+		return ret;
+	if (pc < fde->func_start || pc - fde->func_start >= fde->func_size)
+		return -ENOENT;
+	return 0;
+}
+
+int sframe_find_row(const struct sframe_section *sec, uint64_t pc,
+		    struct sframe_row *row)
+{
+	struct sframe_fde fde;
+	struct sframe_row cur;
+	struct fre_cursor c;
+	uint32_t off, rep, j, start, prev = 0;
+	bool found = false;
+	int ret;
+
+	ret = sframe_find_fde(sec, pc, &fde);
+	if (ret)
+		return ret;
+
+	/* pc - func_start < func_size, a u32 */
+	off = (uint32_t)(pc - fde.func_start);
+	if (fde.pc_type == SFRAME_PC_MASK) {
+		rep = fde.rep_size ? fde.rep_size : SFRAME_V1_PCMASK_BLOCK;
+		off %= rep;
+	}
+
+	/*
+	 * The rule is the last FRE starting at or below off.  FREs are in
+	 * increasing order, so the scan stops at the first one past off.
+	 */
+	cursor_init(&c, sec, fde.fre_off);
+	for (j = 0; j < fde.num_fres; j++) {
+		ret = decode_fre(sec, &fde, &c, &start, &cur);
+		if (ret)
+			return ret;
+		if (j && start <= prev)
+			return -EINVAL;
+		prev = start;
+		if (start > off)
+			break;
+		*row = cur;
+		found = true;
+	}
+	/* A PC before the first row has no rule, like an uncovered one. */
+	return found ? 0 : -ENOENT;
+}
