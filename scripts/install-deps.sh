@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Install everything the build and the tests need, with apt (Debian 12).
+#
+# Idempotent: checks which packages are missing and does nothing when none
+# is; otherwise (as root, or through passwordless sudo) installs them with
+# --no-install-recommends, running `apt-get update` first only if the package
+# lists are absent or a missing package has no install candidate, and again
+# once if the install fails (stale lists).  Non-interactive.
+set -euo pipefail
+
+PKGS=(
+	# build
+	build-essential make gcc g++ cmake pkg-config binutils
+	# host tests, benchmarks, fuzzing
+	libgtest-dev libgmock-dev libbenchmark-dev libelf-dev libdw-dev
+	clang-14 libclang-rt-14-dev llvm-14
+	python3
+	# the kernel the VM boots, its headers, and the module's installation
+	linux-image-amd64 linux-headers-amd64 dkms kmod openssl
+	# the VM rig (tests/vm/run-vm.sh)
+	qemu-system-x86 busybox-static cpio xz-utils zstd util-linux coreutils
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+	if ! dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii'; then
+		missing+=("$p")
+	fi
+done
+if [[ ${#missing[@]} -eq 0 ]]; then
+	echo "install-deps: all ${#PKGS[@]} packages present"
+	exit 0
+fi
+echo "install-deps: missing: ${missing[*]}"
+
+SUDO=()
+if [[ $(id -u) -ne 0 ]]; then
+	if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+		SUDO=(sudo -n)
+	else
+		echo "install-deps: need root to install: ${missing[*]}" >&2
+		exit 1
+	fi
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+APT=("${SUDO[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -q -y
+	-o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold)
+
+need_update=0
+if ! compgen -G '/var/lib/apt/lists/*_Packages*' >/dev/null; then
+	need_update=1
+else
+	for p in "${missing[@]}"; do
+		cand=$(apt-cache policy "$p" 2>/dev/null | sed -n 's/^ *Candidate: //p')
+		if [[ -z $cand || $cand == "(none)" ]]; then
+			need_update=1
+			break
+		fi
+	done
+fi
+if [[ $need_update -eq 1 ]]; then
+	"${APT[@]}" update
+fi
+
+if ! "${APT[@]}" install --no-install-recommends "${missing[@]}"; then
+	echo "install-deps: install failed; refreshing the package lists and retrying" >&2
+	"${APT[@]}" update
+	"${APT[@]}" install --no-install-recommends "${missing[@]}"
+fi
+
+still=()
+for p in "${missing[@]}"; do
+	dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii' || still+=("$p")
+done
+if [[ ${#still[@]} -gt 0 ]]; then
+	echo "install-deps: still missing after apt-get: ${still[*]}" >&2
+	exit 1
+fi
+echo "install-deps: installed ${missing[*]}"

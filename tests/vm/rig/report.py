@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+"""Judge a VM test run (called by tests/vm/run-vm.sh on the host).
+
+Reads the results export the guest wrote (GoogleTest XML, exit codes, logs,
+rig.status, dmesg.txt) and the console log, prints one line per test and per
+failed check, and ends with the machine-readable line
+
+    vm: N passed, N failed
+
+Exit status 0 only if nothing failed.  A failure is: a failed test; a test
+binary (per mode) without complete XML (crash, timeout, never ran) or with a
+nonzero exit; the module not loading or its device missing; rmmod failing;
+the guest kernel not being the expected one; the VM not reaching its end
+marker; a kernel log line matching one of BAD_PATTERNS (not excused by the
+allow file); a benchmark exiting nonzero.
+"""
+import argparse
+import os
+import re
+import sys
+import xml.etree.ElementTree as ET
+
+END_MARKER = "SFRAME-VM-RIG-END"
+
+# Kernel log lines that fail the run.
+BAD_PATTERNS = [
+    r"Oops",
+    r"BUG:",
+    r"WARNING:",
+    r"Call Trace",
+    r"\bpanic\b",
+    r"Kernel panic",
+    r"hung_task",
+    r"blocked for more than \d+ seconds",
+    r"general protection",
+    r"kmemleak",
+    r"UBSAN",
+    r"KASAN",
+    r"soft lockup",
+    r"hard LOCKUP",
+    r"rcu.*detected stalls",
+    r"unable to handle",
+    r"list_(add|del) corruption",
+    r"refcount_t:",
+    r"stack-protector",
+    r"double fault",
+]
+BAD_RE = re.compile("|".join("(?:%s)" % p for p in BAD_PATTERNS))
+# Lines never judged: the rig's own markers and the echo of the command line
+# (which contains "panic=-1").
+IGNORE_RE = re.compile(r"vmrig:|Command line:|Kernel command line:")
+KLINE_RE = re.compile(r"^\[\s*\d+\.\d+\]")
+
+
+class Tally:
+    def __init__(self):
+        self.passed = 0
+        self.failed = 0
+        self.skipped = 0
+
+    def ok(self, what):
+        self.passed += 1
+        print("  PASS  %s" % what)
+
+    def fail(self, what, detail=None):
+        self.failed += 1
+        print("  FAIL  %s" % what)
+        if detail:
+            for line in detail.rstrip("\n").split("\n"):
+                print("        | %s" % line)
+
+    def skip(self, what):
+        self.skipped += 1
+        print("  SKIP  %s" % what)
+
+
+def read(path, default=None):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return default
+
+
+def tail(text, n=25):
+    if not text:
+        return "(no output)"
+    lines = text.rstrip("\n").split("\n")
+    return "\n".join(lines[-n:])
+
+
+def rc_text(rc):
+    if rc is None:
+        return "never ran or never finished"
+    if rc in (124, 137):
+        return "timed out (exit %d)" % rc
+    if rc > 128:
+        return "killed by signal %d" % (rc - 128)
+    return "exit %d" % rc
+
+
+def judge_binary(t, res, name, mode):
+    base = os.path.join(res, "%s.%s" % (name, mode))
+    rc_s = read(base + ".rc")
+    rc = int(rc_s.strip()) if rc_s and rc_s.strip().lstrip("-").isdigit() else None
+    log = read(base + ".log", "")
+    label = "%s [%s]" % (name, mode)
+    try:
+        root = ET.parse(base + ".xml").getroot()
+    except OSError:
+        t.fail("%s: no XML written (%s)" % (label, rc_text(rc)), tail(log))
+        return
+    except ET.ParseError as e:
+        t.fail("%s: incomplete XML (%s; %s)" % (label, rc_text(rc), e), tail(log))
+        return
+    failed_here = 0
+    ncases = 0
+    for case in root.iter("testcase"):
+        ncases += 1
+        what = "%s %s.%s" % (label, case.get("classname", "?"), case.get("name", "?"))
+        tm = case.get("time")
+        if tm:
+            what += " (%ss)" % tm
+        failures = case.findall("failure") + case.findall("error")
+        if failures:
+            failed_here += 1
+            msgs = "\n".join((f.get("message") or f.text or "").strip() for f in failures)
+            t.fail(what, msgs[:4000])
+        elif (case.find("skipped") is not None or case.get("result") == "skipped"
+              or case.get("status") == "notrun"):
+            t.skip(what)
+        else:
+            t.ok(what)
+    if rc != 0 and failed_here == 0:
+        t.fail("%s: %s though no test failed" % (label, rc_text(rc)), tail(log))
+    elif ncases == 0:
+        print("  NOTE  %s ran no tests (%s)" % (label, rc_text(rc)))
+
+
+def kernel_log_problems(res, console, allow):
+    found = []
+    seen = set()
+    sources = []
+    dm = read(os.path.join(res, "dmesg.txt"))
+    if dm:
+        sources.append(("dmesg", dm.split("\n")))
+    con = read(console, "")
+    sources.append(("console", [l for l in con.split("\n") if KLINE_RE.match(l)]))
+    for src, lines in sources:
+        for line in lines:
+            if not BAD_RE.search(line) or IGNORE_RE.search(line):
+                continue
+            if any(a.search(line) for a in allow):
+                continue
+            key = re.sub(r"^\[\s*\d+\.\d+\]\s*", "", line)
+            if key in seen:
+                continue
+            seen.add(key)
+            found.append("%s: %s" % (src, line))
+    return found
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--results", required=True)
+    ap.add_argument("--console", required=True)
+    ap.add_argument("--tests", required=True)
+    ap.add_argument("--kver", required=True)
+    ap.add_argument("--timed-out", default="0")
+    ap.add_argument("--vm-timeout", default="?")
+    ap.add_argument("--qemu-rc", default="?")
+    ap.add_argument("--device", default="")
+    ap.add_argument("--allow", default=None)
+    a = ap.parse_args()
+    res = a.results
+
+    allow = []
+    if a.allow:
+        for line in (read(a.allow, "") or "").split("\n"):
+            line = line.strip()
+            if line and not line.startswith("#"):
+                allow.append(re.compile(line))
+
+    status = {}
+    for line in (read(os.path.join(res, "rig.status"), "") or "").split("\n"):
+        if "=" in line:
+            k, v = line.split("=", 1)
+            status[k] = v
+
+    t = Tally()
+    print("vm: results")
+
+    # The VM itself.
+    con = read(a.console, "") or ""
+    if status.get("kernel") != a.kver:
+        t.fail("guest kernel is %r, expected %s" % (status.get("kernel"), a.kver))
+    if status.get("module_load") != "0":
+        t.fail("module load (modprobe exit %s)" % status.get("module_load", "never ran"))
+    elif a.device and status.get("device") != "0":
+        t.fail("device %s missing after the module loaded" % a.device)
+
+    tests = [l for l in (read(a.tests, "") or "").split("\n") if l]
+    for path in tests:
+        name = os.path.basename(path)
+        for mode in ("root", "user"):
+            judge_binary(t, res, name, mode)
+
+    bdir = os.path.join(res, "bench")
+    if os.path.isdir(bdir):
+        for f in sorted(os.listdir(bdir)):
+            if f.endswith(".rc"):
+                rc = int((read(os.path.join(bdir, f)) or "1").strip() or 1)
+                if rc != 0:
+                    t.fail("benchmark %s: %s" % (f[:-3], rc_text(rc)),
+                           tail(read(os.path.join(bdir, f[:-3] + ".stderr"), "")))
+                else:
+                    print("  BENCH %s: ok, output in %s" % (f[:-3], os.path.join(bdir, f[:-3] + ".txt")))
+
+    if status.get("module_load") == "0":
+        if status.get("rmmod") != "0":
+            t.fail("rmmod (%s)" % status.get("rmmod", "never ran"))
+
+    problems = kernel_log_problems(res, a.console, allow)
+    if problems:
+        t.fail("kernel log shows %d problem line(s)" % len(problems),
+               "\n".join(problems[:40]))
+
+    reached_end = "end" in status and END_MARKER in con
+    if not reached_end:
+        why = "VM did not reach its end marker"
+        if a.timed_out == "1":
+            why += " (whole-VM timeout of %ss)" % a.vm_timeout
+        elif "Kernel panic" in con:
+            why += " (kernel panic)"
+        else:
+            why += " (qemu exit %s)" % a.qemu_rc
+        t.fail(why)
+
+    if t.skipped:
+        print("vm: %d skipped" % t.skipped)
+    print("vm: %d passed, %d failed" % (t.passed, t.failed))
+    return 1 if t.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,263 @@
+#!/usr/bin/env bash
+# Run the VM test suite: boot Debian's stock kernel under qemu with the host's
+# root file system shared read-only over 9p, load the module (installed by
+# scripts/dkms-install.sh), run BUILD_DIR/tests/vm/*_vmtest as root and as
+# uid 65534, unload the module and judge the results on the host.
+#
+# Usage: tests/vm/run-vm.sh [--bench] BUILD_DIR [OUTDIR]
+#
+# Prints per-test results and ends with the machine-readable line
+#   vm: N passed, N failed
+# Exit status: 0 only if nothing failed.
+#
+# Environment (all optional):
+#   SFRAME_KVER             guest kernel version (default: newest Debian
+#                           linux-image with headers; see rig/common.sh)
+#   SFRAME_VM_BENCH=1       also run BUILD_DIR/bench/*_vmbench (same as --bench)
+#   SFRAME_VM_TIMEOUT       whole-VM timeout in seconds (default 1200)
+#   SFRAME_VM_TEST_TIMEOUT  per test binary and mode, seconds (default 300)
+#   SFRAME_VM_BENCH_TIMEOUT per benchmark, seconds (default 300)
+#   SFRAME_VM_GTEST_ARGS    extra arguments for every test binary
+#                           (e.g. --gtest_filter=Foo.*)
+#   SFRAME_VM_TESTS         space-separated list of test binaries to run
+#                           instead of BUILD_DIR/tests/vm/*_vmtest
+#   SFRAME_VM_MODULE        module to load (default sframe_unwind)
+#   SFRAME_VM_DEVICE        device it must create (default /dev/sframe_unwind)
+#   SFRAME_VM_MEM, SFRAME_VM_SMP   (default 2G, 2)
+#   SFRAME_VM_ACCEL         kvm or tcg (default: KVM if a probe shows it works)
+set -uo pipefail
+
+RIG=$(cd "$(dirname "${BASH_SOURCE[0]}")/rig" && pwd)
+# shellcheck source=rig/common.sh
+. "$RIG/common.sh"
+
+bench=${SFRAME_VM_BENCH:-0}
+if [[ ${1:-} == --bench ]]; then
+	bench=1
+	shift
+fi
+if [[ $# -lt 1 || $# -gt 2 ]]; then
+	echo "usage: $0 [--bench] BUILD_DIR [OUTDIR]" >&2
+	exit 2
+fi
+
+fail_early() {
+	echo "run-vm: $*" >&2
+	echo "vm: 0 passed, 1 failed"
+	exit 1
+}
+
+BUILD_DIR=$(realpath -e "$1") || fail_early "no build directory $1"
+if [[ $# -ge 2 ]]; then
+	mkdir -p "$2" || fail_early "cannot create $2"
+	OUTDIR=$(realpath "$2")
+else
+	OUTDIR=$(mktemp -d "${TMPDIR:-/tmp}/sframe-vm.XXXXXX")
+fi
+MODULE=${SFRAME_VM_MODULE:-sframe_unwind}
+DEVICE=${SFRAME_VM_DEVICE-/dev/sframe_unwind}
+VM_TIMEOUT=${SFRAME_VM_TIMEOUT:-1200}
+TEST_TIMEOUT=${SFRAME_VM_TEST_TIMEOUT:-300}
+BENCH_TIMEOUT=${SFRAME_VM_BENCH_TIMEOUT:-300}
+
+# The guest mounts a fresh tmpfs on /tmp, which hides the host's /tmp.
+case "$BUILD_DIR/" in
+/tmp/*) fail_early "BUILD_DIR $BUILD_DIR is under /tmp, which the guest does not see" ;;
+esac
+
+KVER=$(rig_default_kver) || fail_early "no Debian kernel with headers found (install linux-image-amd64 linux-headers-amd64)"
+KERNEL=/boot/vmlinuz-$KVER
+MODDIR=/lib/modules/$KVER
+[[ -r $KERNEL ]] || fail_early "cannot read $KERNEL"
+command -v qemu-system-x86_64 >/dev/null || fail_early "qemu-system-x86_64 missing (scripts/install-deps.sh)"
+command -v python3 >/dev/null || fail_early "python3 missing (scripts/install-deps.sh)"
+BUSYBOX=$(command -v busybox) || fail_early "busybox missing (install busybox-static)"
+[[ -x /bin/busybox ]] && BUSYBOX=/bin/busybox
+if readelf -l "$BUSYBOX" 2>/dev/null | grep -q INTERP; then
+	fail_early "$BUSYBOX is dynamically linked: install busybox-static"
+fi
+if ! modinfo -k "$KVER" -F filename "$MODULE" >/dev/null 2>&1; then
+	fail_early "module $MODULE is not installed for $KVER (run scripts/dkms-install.sh $KVER)"
+fi
+
+# The test binaries: listed on the host, so the report knows what should have
+# produced XML even if the guest never got to it.
+tests=()
+if [[ -n "${SFRAME_VM_TESTS:-}" ]]; then
+	for t in $SFRAME_VM_TESTS; do
+		p=$(realpath -e "$t") || fail_early "no test binary $t"
+		tests+=("$p")
+	done
+else
+	for t in "$BUILD_DIR"/tests/vm/*_vmtest; do
+		[[ -f $t && -x $t ]] && tests+=("$t")
+	done
+fi
+[[ ${#tests[@]} -gt 0 ]] || fail_early "no test binaries in $BUILD_DIR/tests/vm/*_vmtest"
+benches=()
+if [[ $bench == 1 ]]; then
+	for t in "$BUILD_DIR"/bench/*_vmbench; do
+		[[ -f $t && -x $t ]] && benches+=("$t")
+	done
+fi
+
+RES=$OUTDIR/results
+rm -rf "$RES"
+mkdir -p "$RES"
+# Unprivileged test runs write their XML here through 9p.
+mkdir -p "$RES/nmi"
+chmod 0777 "$RES" "$RES/nmi"
+CONSOLE=$OUTDIR/console.log
+: > "$CONSOLE"
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/sframe-vm-rig.XXXXXX")
+npid=
+# shellcheck disable=SC2317  # called by trap
+cleanup() {
+	[[ -n $npid ]] && kill "$npid" 2>/dev/null
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+t_start=$(date +%s.%N)
+
+# ---- initramfs: static busybox, the 9p/virtio/overlay modules, stage 1/2 ----
+INITRD_DIR=$WORK/initrd
+mkdir -p "$INITRD_DIR"/{bin,rig/mod}
+cp "$BUSYBOX" "$INITRD_DIR/bin/busybox"
+cp "$RIG/init" "$INITRD_DIR/init"
+cp "$RIG/guest-run.sh" "$INITRD_DIR/rig/"
+chmod 0755 "$INITRD_DIR/init" "$INITRD_DIR/bin/busybox"
+
+# Modules needed before the root is mounted, with their dependencies first
+# (from modules.dep, so a kernel update that shuffles them still works).
+# Built-in ones are skipped.
+declare -A dep=() seen=()
+while IFS= read -r line; do
+	dep[${line%%:*}]=${line#*:}
+done < "$MODDIR/modules.dep"
+modlist=()
+visit() { # path relative to MODDIR
+	local m=$1 d
+	[[ -n ${seen[$m]:-} ]] && return
+	seen[$m]=1
+	for d in ${dep[$m]}; do visit "$d"; done
+	modlist+=("$m")
+}
+for want in virtio_pci 9pnet_virtio 9p overlay; do
+	found=
+	for m in "${!dep[@]}"; do
+		b=${m##*/}
+		b=${b%%.ko*}
+		if [[ $b == "$want" ]]; then
+			found=$m
+			break
+		fi
+	done
+	if [[ -n $found ]]; then
+		visit "$found"
+	elif ! grep -qE "/$want\.ko" "$MODDIR/modules.builtin"; then
+		fail_early "module $want neither in modules.dep nor built into $KVER"
+	fi
+done
+: > "$INITRD_DIR/rig/modules.list"
+for m in "${modlist[@]}"; do
+	b=${m##*/}
+	case $m in
+	*.ko) cp "$MODDIR/$m" "$INITRD_DIR/rig/mod/$b" ;;
+	*.ko.xz) xz -dc "$MODDIR/$m" > "$INITRD_DIR/rig/mod/${b%.xz}"; b=${b%.xz} ;;
+	*.ko.zst) zstd -qdc "$MODDIR/$m" > "$INITRD_DIR/rig/mod/${b%.zst}"; b=${b%.zst} ;;
+	*.ko.gz) gzip -dc "$MODDIR/$m" > "$INITRD_DIR/rig/mod/${b%.gz}"; b=${b%.gz} ;;
+	*) fail_early "unknown module format $m" ;;
+	esac
+	echo "$b" >> "$INITRD_DIR/rig/modules.list"
+done
+
+{
+	printf 'KVER=%q\n' "$KVER"
+	printf 'BUILD_DIR=%q\n' "$BUILD_DIR"
+	printf 'MODULE=%q\n' "$MODULE"
+	printf 'DEVICE=%q\n' "$DEVICE"
+	printf 'TEST_TIMEOUT=%q\n' "$TEST_TIMEOUT"
+	printf 'BENCH_TIMEOUT=%q\n' "$BENCH_TIMEOUT"
+	printf 'GTEST_ARGS=%q\n' "${SFRAME_VM_GTEST_ARGS:-}"
+	printf 'USER_UID=65534\nUSER_GID=65534\n'
+	printf 'TESTS=('; printf ' %q' "${tests[@]}"; printf ' )\n'
+	printf 'BENCHES=('; [[ ${#benches[@]} -gt 0 ]] && printf ' %q' "${benches[@]}"; printf ' )\n'
+} > "$INITRD_DIR/rig/config"
+printf '%s\n' "${tests[@]}" > "$OUTDIR/tests.list"
+
+INITRD=$WORK/initrd.cpio
+(cd "$INITRD_DIR" && find . -print0 | cpio --null -o -H newc --quiet) > "$INITRD" ||
+	fail_early "cpio failed"
+t_initrd=$(date +%s.%N)
+
+# ---- accelerator: KVM only if it really works ----
+# /dev/kvm can exist and even create VMs while vCPUs cannot run (this
+# machine's sandbox: qemu aborts setting MSRs), so the probe is qemu itself
+# bringing up a vCPU with the exact options.  SFRAME_VM_ACCEL=tcg|kvm forces.
+kvm_works() {
+	[[ -r /dev/kvm && -w /dev/kvm ]] || return 1
+	(echo quit | timeout 30 qemu-system-x86_64 -enable-kvm -cpu host -smp "${SFRAME_VM_SMP:-2}" \
+		-nodefaults -display none -S -monitor stdio) >/dev/null 2>&1
+}
+case ${SFRAME_VM_ACCEL:-auto} in
+kvm) accel=(-enable-kvm -cpu host) ;;
+tcg) accel=(-accel tcg -cpu max) ;;
+*)
+	if kvm_works; then
+		accel=(-enable-kvm -cpu host)
+	else
+		accel=(-accel tcg -cpu max)
+	fi
+	;;
+esac
+
+MON=$WORK/monitor.sock
+append="console=ttyS0 panic=-1 panic_on_warn=1 oops=panic printk.devkmsg=on"
+append+=" rdinit=/init"
+
+echo "run-vm: kernel $KVER (${accel[*]}), ${#tests[@]} test binaries, ${#benches[@]} benchmarks"
+echo "run-vm: console log $CONSOLE, results $RES"
+
+# NMI injection service for tests (see rig/nmi-server.py).
+python3 "$RIG/nmi-server.py" "$MON" "$RES" &
+npid=$!
+
+# shellcheck disable=SC2054  # commas inside -virtfs options
+qemu_cmd=(qemu-system-x86_64 "${accel[@]}"
+	-m "${SFRAME_VM_MEM:-2G}" -smp "${SFRAME_VM_SMP:-2}"
+	-nographic -no-reboot -nic none
+	-kernel "$KERNEL" -initrd "$INITRD" -append "$append"
+	-virtfs local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap
+	-virtfs "local,path=$RES,mount_tag=results,security_model=none,multidevs=remap"
+	-monitor "unix:$MON,server,nowait")
+printf '%q ' "${qemu_cmd[@]}" > "$OUTDIR/qemu.cmd"
+echo >> "$OUTDIR/qemu.cmd"
+
+# The console goes to console.log; the rig's own lines are shown as they come.
+timeout -k 15 "$VM_TIMEOUT" "${qemu_cmd[@]}" < /dev/null 2>&1 |
+	sed -u 's/\r//g' | tee "$CONSOLE" | grep --line-buffered -a 'vmrig:'
+st=("${PIPESTATUS[@]}")
+qemu_rc=${st[0]}
+t_end=$(date +%s.%N)
+kill "$npid" 2>/dev/null
+wait "$npid" 2>/dev/null
+npid=
+
+timed_out=0
+[[ $qemu_rc == 124 || $qemu_rc == 137 ]] && timed_out=1
+awk -v s="$t_start" -v i="$t_initrd" -v e="$t_end" \
+	'BEGIN{printf "run-vm: initramfs %.1fs, VM %.1fs, total %.1fs\n", i-s, e-i, e-s}'
+
+python3 "$RIG/report.py" --results "$RES" --console "$CONSOLE" \
+	--tests "$OUTDIR/tests.list" --kver "$KVER" --timed-out "$timed_out" \
+	--vm-timeout "$VM_TIMEOUT" --qemu-rc "$qemu_rc" --device "$DEVICE" --allow "$RIG/kernel-log-allow.txt"
+rc=$?
+if [[ $rc -ne 0 ]]; then
+	echo "run-vm: FAILED; last 60 lines of $CONSOLE:"
+	tail -n 60 "$CONSOLE" | sed 's/^/  | /'
+	echo "run-vm: results in $OUTDIR"
+fi
+exit $rc
