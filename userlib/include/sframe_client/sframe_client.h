@@ -1,0 +1,12 @@
+// libsframe-client: everything.
+#ifndef SFRAME_CLIENT_SFRAME_CLIENT_H
+#define SFRAME_CLIENT_SFRAME_CLIENT_H
+
+#include "sframe_client/device.h"
+#include "sframe_client/error.h"
+#include "sframe_client/fd.h"
+#include "sframe_client/objects.h"
+#include "sframe_client/sframe_format.h"
+#include "sframe_client/symbolizer.h"
+
+#endif  // SFRAME_CLIENT_SFRAME_CLIENT_H

@@ -1,0 +1,158 @@
+// libsframe-client: small helpers on the SFrame format (AMD64, versions 1 to
+// 3; see /work/shared/docs/sframe-format.md and binutils' sframe-spec).
+//
+//  - parse_header(): the fixed header, to size a section and check it.
+//  - relocate_section(): fix the FDE start-address fields of a copy of a
+//    section placed at another address (the fields are relative to the
+//    section or to themselves, never absolute).
+//  - SectionBuilder: writes a section from a list of functions and their
+//    frame rows, in version 1, 2 or 3, for tests and tools.  It writes
+//    exactly what it is told, so it can also write wrong sections.
+#ifndef SFRAME_CLIENT_SFRAME_FORMAT_H
+#define SFRAME_CLIENT_SFRAME_FORMAT_H
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace sframe {
+
+inline constexpr uint16_t kSframeMagic = 0xdee2;
+inline constexpr size_t kSframeHeaderSize = 28;
+inline constexpr uint8_t kSframeAbiAmd64 = 3;
+
+inline constexpr uint8_t kFlagFdeSorted = 0x1;
+inline constexpr uint8_t kFlagFramePointer = 0x2;
+inline constexpr uint8_t kFlagFuncStartPcrel = 0x4;
+
+// Byte offsets of header fields, for tests that write lying headers.
+namespace hdr {
+inline constexpr size_t kMagic = 0;
+inline constexpr size_t kVersion = 2;
+inline constexpr size_t kFlags = 3;
+inline constexpr size_t kAbiArch = 4;
+inline constexpr size_t kFixedFp = 5;
+inline constexpr size_t kFixedRa = 6;
+inline constexpr size_t kAuxLen = 7;
+inline constexpr size_t kNumFdes = 8;
+inline constexpr size_t kNumFres = 12;
+inline constexpr size_t kFreLen = 16;
+inline constexpr size_t kFdeOff = 20;
+inline constexpr size_t kFreOff = 24;
+}  // namespace hdr
+
+struct SectionHeader {
+  uint8_t version = 0;
+  uint8_t flags = 0;
+  uint8_t abi_arch = 0;
+  int8_t fixed_fp_offset = 0;
+  int8_t fixed_ra_offset = 0;
+  uint8_t aux_len = 0;
+  uint32_t num_fdes = 0;
+  uint32_t num_fres = 0;
+  uint32_t fre_len = 0;
+  uint32_t fde_off = 0;
+  uint32_t fre_off = 0;
+
+  // Header plus auxiliary header: where the offsets count from.
+  size_t header_size() const { return kSframeHeaderSize + aux_len; }
+  // Bytes of one FDE (v3: of one index entry); 0 for an unknown version.
+  size_t fde_size() const { return version == 1 ? 17 : version == 2 ? 20 : version == 3 ? 16 : 0; }
+  // Bytes the tables use from the section's start (its real length).
+  uint64_t used_size() const { return uint64_t{header_size()} + fre_off + fre_len; }
+};
+
+// The header at data, or nullopt if len is too short or the magic is wrong.
+std::optional<SectionHeader> parse_header(const void* data, size_t len);
+
+// Absolute start address of FDE i of the section at data (len bytes), which
+// lives at address addr.  nullopt if i or the version is out of range.
+std::optional<uint64_t> fde_func_start(const void* data, size_t len, uint64_t addr, uint32_t i);
+
+// The section at data (len bytes) was copied from old_addr to new_addr:
+// rewrite every FDE start-address field so that the copy describes the same
+// functions.  Returns false (and changes nothing) for a section it cannot
+// read or whose new offsets do not fit their fields (v1/v2: 32 bits).
+bool relocate_section(void* data, size_t len, uint64_t old_addr, uint64_t new_addr);
+
+// One frame row entry (AMD64): CFA = (SP or FP) + cfa_offset, RA at CFA-8,
+// caller's FP at CFA + fp_offset if given.  ra_undefined writes an FRE with
+// no offsets: the outermost frame (versions 2 and 3).
+struct FreSpec {
+  uint32_t start_off = 0;
+  bool cfa_base_sp = true;
+  int32_t cfa_offset = 8;
+  std::optional<int32_t> fp_offset;
+  bool ra_undefined = false;
+};
+
+struct FdeSpec {
+  uint64_t func_start = 0;  // absolute address
+  uint32_t func_size = 0;
+  std::vector<FreSpec> fres;
+  bool pc_mask = false;  // SFRAME_FDE_TYPE_PCMASK (PLT-like)
+  uint8_t rep_size = 0;  // versions 2 and 3
+  // FRE start-offset width: 0 = ADDR1, 1 = ADDR2, 2 = ADDR4; nullopt: the
+  // smallest that holds func_size.
+  std::optional<uint8_t> fre_type;
+};
+
+class SectionBuilder {
+ public:
+  // version 1, 2 or 3 (others are written as version 2 with this number).
+  // flags default to SFRAME_F_FDE_SORTED, plus SFRAME_F_FDE_FUNC_START_PCREL
+  // if pcrel.
+  explicit SectionBuilder(uint8_t version, bool pcrel = false);
+
+  SectionBuilder& add_fde(FdeSpec fde);
+  // Overrides of header fields, to write unusual or wrong sections.
+  SectionBuilder& set_flags(uint8_t flags);
+  SectionBuilder& set_abi_arch(uint8_t abi) {
+    abi_arch_ = abi;
+    return *this;
+  }
+  SectionBuilder& set_fixed_offsets(int8_t fp, int8_t ra) {
+    fixed_fp_ = fp;
+    fixed_ra_ = ra;
+    return *this;
+  }
+  SectionBuilder& set_aux_len(uint8_t aux_len) {
+    aux_len_ = aux_len;
+    return *this;
+  }
+  // Keep FDEs in insertion order (default: sorted by func_start).
+  SectionBuilder& keep_order(bool keep = true) {
+    keep_order_ = keep;
+    return *this;
+  }
+
+  uint8_t version() const { return version_; }
+  uint8_t flags() const { return flags_; }
+  bool pcrel() const { return (flags_ & kFlagFuncStartPcrel) != 0; }
+
+  // Bytes the section takes (does not depend on its address).
+  size_t size() const;
+  // Write the section for address section_addr into dst (size() bytes).
+  void build_into(void* dst, uint64_t section_addr) const;
+  std::vector<uint8_t> build(uint64_t section_addr) const;
+
+ private:
+  std::vector<FdeSpec> ordered() const;
+  size_t fde_size() const;
+  static uint8_t fre_type_of(const FdeSpec& fde);
+  static size_t fre_bytes(const FdeSpec& fde, const FreSpec& fre);
+
+  uint8_t version_;
+  uint8_t flags_;
+  uint8_t abi_arch_ = kSframeAbiAmd64;
+  int8_t fixed_fp_ = 0;
+  int8_t fixed_ra_ = -8;
+  uint8_t aux_len_ = 0;
+  bool keep_order_ = false;
+  std::vector<FdeSpec> fdes_;
+};
+
+}  // namespace sframe
+
+#endif  // SFRAME_CLIENT_SFRAME_FORMAT_H

@@ -1,0 +1,143 @@
+#include "sframe_client/device.h"
+
+#include <fcntl.h>
+#include <sys/ioctl.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+
+#include "sframe_client/error.h"
+
+namespace sframe {
+namespace {
+
+std::string range_name(const char* what, uint64_t start, uint64_t len) {
+  char buf[96];
+  std::snprintf(buf, sizeof(buf), "%s 0x%" PRIx64 "-0x%" PRIx64, what, start, start + len);
+  return buf;
+}
+
+std::string address_name(const char* what, uint64_t addr) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%s 0x%" PRIx64, what, addr);
+  return buf;
+}
+
+int do_ioctl(int fd, unsigned long request, void* arg) {
+  int ret;
+  do {
+    ret = ::ioctl(fd, request, arg);
+  } while (ret < 0 && errno == EINTR);
+  return ret < 0 ? errno : 0;
+}
+
+int unregister_fd(int fd, uint64_t text_start) {
+  sframe_unregister req{};
+  req.size = sizeof(req);
+  req.text_start = text_start;
+  return do_ioctl(fd, SFRAME_IOC_UNREGISTER, &req);
+}
+
+}  // namespace
+
+std::string to_string(StopReason reason) {
+  switch (reason) {
+    case StopReason::kNone:
+      return "NONE";
+    case StopReason::kOutermost:
+      return "OUTERMOST";
+    case StopReason::kNoCoverage:
+      return "NO_COVERAGE";
+    case StopReason::kFault:
+      return "FAULT";
+    case StopReason::kLimit:
+      return "LIMIT";
+    case StopReason::kBadFrame:
+      return "BAD_FRAME";
+  }
+  return "STOP(" + std::to_string(static_cast<uint32_t>(reason)) + ")";
+}
+
+Device::Device() : Device(SFRAME_UNWIND_DEVICE) {}
+
+Device::Device(const std::string& path)
+    : fd_(std::make_shared<const UniqueFd>(UniqueFd::open(path, O_RDWR))), path_(path) {}
+
+void Device::register_section(uint64_t sframe_addr, uint64_t sframe_len, uint64_t text_start,
+                              uint64_t text_len, const std::string& object) const {
+  sframe_register req{};
+  req.size = sizeof(req);
+  req.sframe_addr = sframe_addr;
+  req.sframe_len = sframe_len;
+  req.text_start = text_start;
+  req.text_len = text_len;
+  if (int err = do_ioctl(fd(), SFRAME_IOC_REGISTER, &req)) {
+    throw Error(err, op::kRegister,
+                object.empty() ? range_name("text", text_start, text_len) : object);
+  }
+}
+
+Registration Device::register_scoped(uint64_t sframe_addr, uint64_t sframe_len, uint64_t text_start,
+                                     uint64_t text_len, const std::string& object) const {
+  register_section(sframe_addr, sframe_len, text_start, text_len, object);
+  Registration r;
+  r.fd_ = fd_;
+  r.sframe_addr_ = sframe_addr;
+  r.sframe_len_ = sframe_len;
+  r.text_start_ = text_start;
+  r.text_len_ = text_len;
+  r.object_ = object.empty() ? range_name("text", text_start, text_len) : object;
+  return r;
+}
+
+void Device::unregister_section(uint64_t text_start, const std::string& object) const {
+  if (int err = unregister_fd(fd(), text_start)) {
+    throw Error(err, op::kUnregister,
+                object.empty() ? address_name("text start", text_start) : object);
+  }
+}
+
+Stats Device::stats() const {
+  sframe_stats st{};
+  st.size = sizeof(st);
+  if (int err = do_ioctl(fd(), SFRAME_IOC_GET_STATS, &st)) {
+    throw Error(err, op::kGetStats, path_);
+  }
+  Stats s;
+  s.abi_version = st.abi_version;
+  s.sections = st.sections;
+  s.processes = st.processes;
+  s.registrations = st.registrations;
+  s.registrations_rejected = st.registrations_rejected;
+  s.unwinds = st.unwinds;
+  s.frames_sframe = st.frames_sframe;
+  s.frames_fp = st.frames_fp;
+  s.unwind_faults = st.unwind_faults;
+  s.unwind_bad_frames = st.unwind_bad_frames;
+  s.mm_sections = st.mm_sections;
+  return s;
+}
+
+Registration& Registration::operator=(Registration&& other) noexcept {
+  if (this != &other) {
+    reset();
+    fd_ = std::move(other.fd_);
+    sframe_addr_ = other.sframe_addr_;
+    sframe_len_ = other.sframe_len_;
+    text_start_ = other.text_start_;
+    text_len_ = other.text_len_;
+    object_ = std::move(other.object_);
+    other.fd_.reset();
+  }
+  return *this;
+}
+
+int Registration::reset() noexcept {
+  if (!fd_) return 0;
+  int err = unregister_fd(fd_->get(), text_start_);
+  fd_.reset();
+  return err;
+}
+
+}  // namespace sframe

@@ -1,0 +1,111 @@
+#include "sframe_client/error.h"
+
+#include <cerrno>
+#include <cstring>
+
+namespace sframe {
+namespace {
+
+struct ErrnoName {
+  int value;
+  const char* name;
+};
+
+constexpr ErrnoName kErrnoNames[] = {
+    {EPERM, "EPERM"},
+    {ENOENT, "ENOENT"},
+    {ESRCH, "ESRCH"},
+    {EINTR, "EINTR"},
+    {EIO, "EIO"},
+    {ENXIO, "ENXIO"},
+    {E2BIG, "E2BIG"},
+    {ENOEXEC, "ENOEXEC"},
+    {EBADF, "EBADF"},
+    {ECHILD, "ECHILD"},
+    {EAGAIN, "EAGAIN"},
+    {ENOMEM, "ENOMEM"},
+    {EACCES, "EACCES"},
+    {EFAULT, "EFAULT"},
+    {EBUSY, "EBUSY"},
+    {EEXIST, "EEXIST"},
+    {ENODEV, "ENODEV"},
+    {ENOTDIR, "ENOTDIR"},
+    {EISDIR, "EISDIR"},
+    {EINVAL, "EINVAL"},
+    {ENFILE, "ENFILE"},
+    {EMFILE, "EMFILE"},
+    {ENOTTY, "ENOTTY"},
+    {EFBIG, "EFBIG"},
+    {ENOSPC, "ENOSPC"},
+    {EROFS, "EROFS"},
+    {ERANGE, "ERANGE"},
+    {ENOSYS, "ENOSYS"},
+    {EOVERFLOW, "EOVERFLOW"},
+    {EOPNOTSUPP, "EOPNOTSUPP"},
+    {ENAMETOOLONG, "ENAMETOOLONG"},
+    {ELOOP, "ELOOP"},
+    {ENODATA, "ENODATA"},
+};
+
+struct Description {
+  const char* op;
+  int err;
+  const char* text;
+};
+
+// The errno tables of uapi/sframe_unwind.h, in the words of a message.
+constexpr Description kDescriptions[] = {
+    {op::kRegister, EINVAL,
+     "invalid request or inconsistent .sframe header/tables (size, flags, reserved fields, "
+     "lengths, or offsets/counts/FDEs that do not fit)"},
+    {op::kRegister, E2BIG,
+     ".sframe section larger than SFRAME_MAX_SECTION_SIZE, or unknown non-zero struct tail"},
+    {op::kRegister, ENOEXEC, "not an SFrame section (bad magic)"},
+    {op::kRegister, EOPNOTSUPP, "SFrame version, flags or ABI/arch not supported by the module"},
+    {op::kRegister, EFAULT, ".sframe section or text range not mapped"},
+    {op::kRegister, EACCES, "text range mapped but not executable"},
+    {op::kRegister, EEXIST, ".sframe text range overlaps a registered one"},
+    {op::kRegister, ENOSPC, "process already has SFRAME_MAX_SECTIONS_PER_MM sections"},
+    {op::kRegister, ENOMEM, "out of kernel memory"},
+    {op::kUnregister, ENOENT, "no section registered with this text start"},
+    {op::kUnregister, EINVAL, "invalid request (size, flags or reserved fields)"},
+    {op::kUnwindSelf, EINVAL,
+     "invalid request (size, flags, reserved fields, or max_frames 0 or above "
+     "SFRAME_MAX_FRAMES)"},
+    {op::kUnwindSelf, EFAULT, "request or frames buffer not writable"},
+    {op::kGetStats, EINVAL, "invalid request (size)"},
+};
+
+}  // namespace
+
+std::string errno_name(int err) {
+  for (const auto& n : kErrnoNames) {
+    if (n.value == err) return n.name;
+  }
+  return "E" + std::to_string(err);
+}
+
+std::string describe_errno(const std::string& op, int err) {
+  for (const auto& d : kDescriptions) {
+    if (d.err == err && op == d.op) return d.text;
+  }
+  return std::strerror(err);
+}
+
+static std::string format_message(int err, const std::string& op, const std::string& object,
+                                  const std::string& detail) {
+  std::string msg = op == op::kOpen ? "cannot open" : op;
+  if (!object.empty()) msg += " " + object;
+  msg += ": ";
+  msg += detail.empty() ? describe_errno(op, err) : detail;
+  msg += " (" + errno_name(err) + ")";
+  return msg;
+}
+
+Error::Error(int err, std::string op, std::string object, std::string detail)
+    : std::system_error(err, std::generic_category()),
+      op_(std::move(op)),
+      object_(std::move(object)),
+      message_(format_message(err, op_, object_, detail)) {}
+
+}  // namespace sframe

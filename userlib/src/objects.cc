@@ -1,0 +1,177 @@
+#include "sframe_client/objects.h"
+
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <link.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#include "sframe_client/error.h"
+#include "sframe_client/fd.h"
+#include "sframe_client/sframe_format.h"
+
+namespace sframe {
+namespace {
+
+std::string address_name(const void* addr) {
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "address %p", addr);
+  return buf;
+}
+
+LoadedObject describe(const dl_phdr_info* info) {
+  LoadedObject obj;
+  obj.base = info->dlpi_addr;
+  // The main program is reported with an empty name.
+  obj.path = (info->dlpi_name != nullptr && info->dlpi_name[0] != '\0') ? info->dlpi_name
+                                                                        : self_exe_path();
+  uint64_t text_lo = UINT64_MAX, text_hi = 0;
+  uint64_t sframe_memsz = 0;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X) && ph.p_memsz != 0) {
+      text_lo = std::min<uint64_t>(text_lo, info->dlpi_addr + ph.p_vaddr);
+      text_hi = std::max<uint64_t>(text_hi, info->dlpi_addr + ph.p_vaddr + ph.p_memsz);
+    } else if (ph.p_type == kPtGnuSframe && ph.p_memsz != 0) {
+      obj.sframe_addr = info->dlpi_addr + ph.p_vaddr;
+      sframe_memsz = ph.p_memsz;
+    }
+  }
+  if (text_hi > text_lo) {
+    obj.text_start = text_lo;
+    obj.text_len = text_hi - text_lo;
+  }
+  if (sframe_memsz != 0) {
+    // The segment may be longer than the section (binutils 2.40 rounds it
+    // up); the section's own length is what the header says it uses.
+    obj.sframe_len = sframe_memsz;
+    auto h = parse_header(reinterpret_cast<const void*>(obj.sframe_addr), sframe_memsz);
+    if (h && h->used_size() <= sframe_memsz) obj.sframe_len = h->used_size();
+  }
+  return obj;
+}
+
+int collect(dl_phdr_info* info, size_t, void* data) {
+  auto* out = static_cast<std::vector<LoadedObject>*>(data);
+  out->push_back(describe(info));
+  return 0;
+}
+
+struct Containing {
+  uint64_t addr;
+  bool found = false;
+  LoadedObject obj;
+};
+
+int find_containing(dl_phdr_info* info, size_t, void* data) {
+  auto* c = static_cast<Containing*>(data);
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD) continue;
+    uint64_t start = info->dlpi_addr + ph.p_vaddr;
+    if (c->addr >= start && c->addr - start < ph.p_memsz) {
+      c->obj = describe(info);
+      c->found = true;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+Registration register_object(const Device& dev, const LoadedObject& obj) {
+  return dev.register_scoped(obj.sframe_addr, obj.sframe_len, obj.text_start, obj.text_len,
+                             obj.path);
+}
+
+using ElfPtr = std::unique_ptr<Elf, decltype(&elf_end)>;
+
+}  // namespace
+
+std::string self_exe_path() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "/proc/self/exe";
+  buf[n] = '\0';
+  return buf;
+}
+
+std::vector<LoadedObject> loaded_objects() {
+  std::vector<LoadedObject> out;
+  dl_iterate_phdr(collect, &out);
+  return out;
+}
+
+std::optional<LoadedObject> loaded_object_containing(const void* addr) {
+  Containing c;
+  c.addr = reinterpret_cast<uint64_t>(addr);
+  dl_iterate_phdr(find_containing, &c);
+  if (!c.found) return std::nullopt;
+  return c.obj;
+}
+
+std::vector<Registration> register_loaded_objects(const Device& dev) {
+  std::vector<Registration> regs;
+  for (const auto& obj : loaded_objects()) {
+    if (!obj.has_sframe() || !obj.has_text()) continue;
+    regs.push_back(register_object(dev, obj));
+  }
+  return regs;
+}
+
+Registration register_object_containing(const Device& dev, const void* addr) {
+  auto obj = loaded_object_containing(addr);
+  if (!obj) throw Error(ENOENT, op::kFindObject, address_name(addr), "no loaded object holds it");
+  if (!obj->has_sframe()) {
+    throw Error(ENODATA, op::kFindObject, obj->path, "object has no PT_GNU_SFRAME segment");
+  }
+  return register_object(dev, *obj);
+}
+
+FileSframe read_sframe_from_file(const std::string& path) {
+  if (elf_version(EV_CURRENT) == EV_NONE) {
+    throw Error(ENOSYS, op::kReadElf, path, "libelf version mismatch");
+  }
+  UniqueFd fd;
+  try {
+    fd = UniqueFd::open(path, O_RDONLY);
+  } catch (const Error& e) {
+    throw Error(e.err(), op::kReadElf, path);
+  }
+  ElfPtr elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr), &elf_end);
+  if (!elf || elf_kind(elf.get()) != ELF_K_ELF) {
+    throw Error(ENOEXEC, op::kReadElf, path, "not an ELF file");
+  }
+  size_t shstrndx;
+  if (elf_getshdrstrndx(elf.get(), &shstrndx) != 0) {
+    throw Error(ENOEXEC, op::kReadElf, path, elf_errmsg(-1));
+  }
+  for (Elf_Scn* scn = elf_nextscn(elf.get(), nullptr); scn != nullptr;
+       scn = elf_nextscn(elf.get(), scn)) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) == nullptr) continue;
+    const char* name = elf_strptr(elf.get(), shstrndx, shdr.sh_name);
+    if (name == nullptr || std::strcmp(name, ".sframe") != 0) continue;
+    if (shdr.sh_type == SHT_NOBITS) {
+      throw Error(ENODATA, op::kReadElf, path, ".sframe section has no bytes in the file");
+    }
+    FileSframe out;
+    out.path = path;
+    out.address = shdr.sh_addr;
+    Elf_Data* data = nullptr;
+    while ((data = elf_getdata(scn, data)) != nullptr) {
+      const auto* b = static_cast<const uint8_t*>(data->d_buf);
+      if (b != nullptr) out.bytes.insert(out.bytes.end(), b, b + data->d_size);
+    }
+    return out;
+  }
+  throw Error(ENODATA, op::kReadElf, path, "no .sframe section");
+}
+
+}  // namespace sframe

@@ -1,0 +1,269 @@
+#include "sframe_client/sframe_format.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+namespace sframe {
+namespace {
+
+uint16_t get16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+uint32_t get32(const uint8_t* p) {
+  return uint32_t{p[0]} | (uint32_t{p[1]} << 8) | (uint32_t{p[2]} << 16) | (uint32_t{p[3]} << 24);
+}
+uint64_t get64(const uint8_t* p) { return uint64_t{get32(p)} | (uint64_t{get32(p + 4)} << 32); }
+
+void put8(uint8_t*& p, uint8_t v) { *p++ = v; }
+void put16(uint8_t*& p, uint16_t v) {
+  *p++ = static_cast<uint8_t>(v);
+  *p++ = static_cast<uint8_t>(v >> 8);
+}
+void put32(uint8_t*& p, uint32_t v) {
+  put16(p, static_cast<uint16_t>(v));
+  put16(p, static_cast<uint16_t>(v >> 16));
+}
+void put64(uint8_t*& p, uint64_t v) {
+  put32(p, static_cast<uint32_t>(v));
+  put32(p, static_cast<uint32_t>(v >> 32));
+}
+
+// Where FDE i's start-address field is, and how wide (4 or 8 bytes).
+struct FdeField {
+  size_t offset;
+  size_t width;
+};
+
+std::optional<FdeField> fde_field(const SectionHeader& h, size_t len, uint32_t i) {
+  if (h.fde_size() == 0 || i >= h.num_fdes) return std::nullopt;
+  uint64_t off = uint64_t{h.header_size()} + h.fde_off + uint64_t{i} * h.fde_size();
+  size_t width = h.version == 3 ? 8 : 4;
+  if (off + width > len) return std::nullopt;
+  return FdeField{static_cast<size_t>(off), width};
+}
+
+// The offset size code (0: 1 byte, 1: 2 bytes, 2: 4 bytes) that holds v.
+uint8_t offset_size_code(int32_t v) {
+  if (v >= -128 && v <= 127) return 0;
+  if (v >= -32768 && v <= 32767) return 1;
+  return 2;
+}
+
+}  // namespace
+
+std::optional<SectionHeader> parse_header(const void* data, size_t len) {
+  if (data == nullptr || len < kSframeHeaderSize) return std::nullopt;
+  const auto* p = static_cast<const uint8_t*>(data);
+  if (get16(p) != kSframeMagic) return std::nullopt;
+  SectionHeader h;
+  h.version = p[hdr::kVersion];
+  h.flags = p[hdr::kFlags];
+  h.abi_arch = p[hdr::kAbiArch];
+  h.fixed_fp_offset = static_cast<int8_t>(p[hdr::kFixedFp]);
+  h.fixed_ra_offset = static_cast<int8_t>(p[hdr::kFixedRa]);
+  h.aux_len = p[hdr::kAuxLen];
+  h.num_fdes = get32(p + hdr::kNumFdes);
+  h.num_fres = get32(p + hdr::kNumFres);
+  h.fre_len = get32(p + hdr::kFreLen);
+  h.fde_off = get32(p + hdr::kFdeOff);
+  h.fre_off = get32(p + hdr::kFreOff);
+  return h;
+}
+
+std::optional<uint64_t> fde_func_start(const void* data, size_t len, uint64_t addr, uint32_t i) {
+  auto h = parse_header(data, len);
+  if (!h) return std::nullopt;
+  auto f = fde_field(*h, len, i);
+  if (!f) return std::nullopt;
+  const auto* p = static_cast<const uint8_t*>(data) + f->offset;
+  int64_t rel = f->width == 8 ? static_cast<int64_t>(get64(p))
+                              : static_cast<int64_t>(static_cast<int32_t>(get32(p)));
+  uint64_t base = (h->version >= 2 && (h->flags & kFlagFuncStartPcrel)) ? addr + f->offset : addr;
+  return base + static_cast<uint64_t>(rel);
+}
+
+bool relocate_section(void* data, size_t len, uint64_t old_addr, uint64_t new_addr) {
+  auto h = parse_header(data, len);
+  if (!h || h->fde_size() == 0) return false;
+  auto* p = static_cast<uint8_t*>(data);
+  // Both encodings (section-relative and field-relative) move with the
+  // section: every field grows by old_addr - new_addr.
+  const int64_t delta = static_cast<int64_t>(old_addr - new_addr);
+  std::vector<int64_t> values(h->num_fdes);
+  for (uint32_t i = 0; i < h->num_fdes; i++) {
+    auto f = fde_field(*h, len, i);
+    if (!f) return false;
+    const uint8_t* q = p + f->offset;
+    int64_t v = f->width == 8 ? static_cast<int64_t>(get64(q))
+                              : static_cast<int64_t>(static_cast<int32_t>(get32(q)));
+    v += delta;
+    if (f->width == 4 &&
+        (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())) {
+      return false;
+    }
+    values[i] = v;
+  }
+  for (uint32_t i = 0; i < h->num_fdes; i++) {
+    auto f = fde_field(*h, len, i);
+    uint8_t* q = p + f->offset;
+    if (f->width == 8) {
+      put64(q, static_cast<uint64_t>(values[i]));
+    } else {
+      put32(q, static_cast<uint32_t>(static_cast<int32_t>(values[i])));
+    }
+  }
+  return true;
+}
+
+SectionBuilder::SectionBuilder(uint8_t version, bool pcrel)
+    : version_(version), flags_(kFlagFdeSorted | (pcrel ? kFlagFuncStartPcrel : 0)) {}
+
+SectionBuilder& SectionBuilder::add_fde(FdeSpec fde) {
+  fdes_.push_back(std::move(fde));
+  return *this;
+}
+
+SectionBuilder& SectionBuilder::set_flags(uint8_t flags) {
+  flags_ = flags;
+  return *this;
+}
+
+size_t SectionBuilder::fde_size() const { return version_ == 1 ? 17 : version_ == 3 ? 16 : 20; }
+
+uint8_t SectionBuilder::fre_type_of(const FdeSpec& fde) {
+  if (fde.fre_type) return *fde.fre_type;
+  if (fde.func_size <= 0x100) return 0;
+  if (fde.func_size <= 0x10000) return 1;
+  return 2;
+}
+
+size_t SectionBuilder::fre_bytes(const FdeSpec& fde, const FreSpec& fre) {
+  size_t start_bytes = size_t{1} << fre_type_of(fde);
+  if (fre.ra_undefined) return start_bytes + 1;
+  int32_t biggest = fre.cfa_offset;
+  size_t n = 1;
+  if (fre.fp_offset) {
+    n = 2;
+    if (offset_size_code(*fre.fp_offset) > offset_size_code(biggest)) biggest = *fre.fp_offset;
+  }
+  return start_bytes + 1 + n * (size_t{1} << offset_size_code(biggest));
+}
+
+std::vector<FdeSpec> SectionBuilder::ordered() const {
+  std::vector<FdeSpec> out = fdes_;
+  if (!keep_order_) {
+    std::stable_sort(out.begin(), out.end(), [](const FdeSpec& a, const FdeSpec& b) {
+      return a.func_start < b.func_start;
+    });
+  }
+  return out;
+}
+
+size_t SectionBuilder::size() const {
+  size_t n = kSframeHeaderSize + aux_len_ + fdes_.size() * fde_size();
+  for (const auto& fde : fdes_) {
+    if (version_ == 3) n += 5;
+    for (const auto& fre : fde.fres) n += fre_bytes(fde, fre);
+  }
+  return n;
+}
+
+void SectionBuilder::build_into(void* dst, uint64_t section_addr) const {
+  const std::vector<FdeSpec> fdes = ordered();
+  const size_t hdr_len = kSframeHeaderSize + aux_len_;
+  const size_t fde_bytes = fdes.size() * fde_size();
+  size_t num_fres = 0;
+  size_t fre_len = 0;
+  for (const auto& fde : fdes) {
+    if (version_ == 3) fre_len += 5;
+    for (const auto& fre : fde.fres) fre_len += fre_bytes(fde, fre);
+    num_fres += fde.fres.size();
+  }
+
+  auto* base = static_cast<uint8_t*>(dst);
+  std::memset(base, 0, size());
+  uint8_t* p = base;
+  put16(p, kSframeMagic);
+  put8(p, version_);
+  put8(p, flags_);
+  put8(p, abi_arch_);
+  put8(p, static_cast<uint8_t>(fixed_fp_));
+  put8(p, static_cast<uint8_t>(fixed_ra_));
+  put8(p, aux_len_);
+  put32(p, static_cast<uint32_t>(fdes.size()));
+  put32(p, static_cast<uint32_t>(num_fres));
+  put32(p, static_cast<uint32_t>(fre_len));
+  put32(p, 0);                                 // FDEs right after the header
+  put32(p, static_cast<uint32_t>(fde_bytes));  // FREs right after the FDEs
+  p = base + hdr_len;
+
+  uint8_t* fre_sub = base + hdr_len + fde_bytes;
+  uint8_t* q = fre_sub;
+  const bool rel_to_field = version_ >= 2 && (flags_ & kFlagFuncStartPcrel);
+  for (const auto& fde : fdes) {
+    const uint8_t fre_type = fre_type_of(fde);
+    const uint8_t info = static_cast<uint8_t>(((fde.pc_mask ? 1 : 0) << 4) | (fre_type & 0xf));
+    const uint64_t field_addr = section_addr + static_cast<uint64_t>(p - base);
+    const int64_t start =
+        static_cast<int64_t>(fde.func_start - (rel_to_field ? field_addr : section_addr));
+    const uint32_t fre_off = static_cast<uint32_t>(q - fre_sub);
+    if (version_ == 3) {
+      put64(p, static_cast<uint64_t>(start));
+      put32(p, fde.func_size);
+      put32(p, fre_off);
+      put16(q, static_cast<uint16_t>(fde.fres.size()));
+      put8(q, info);
+      put8(q, 0);  // FDE type: default
+      put8(q, fde.rep_size);
+    } else {
+      put32(p, static_cast<uint32_t>(static_cast<int32_t>(start)));
+      put32(p, fde.func_size);
+      put32(p, fre_off);
+      put32(p, static_cast<uint32_t>(fde.fres.size()));
+      put8(p, info);
+      if (version_ != 1) {
+        put8(p, fde.rep_size);
+        put16(p, 0);
+      }
+    }
+    for (const auto& fre : fde.fres) {
+      switch (fre_type) {
+        case 0:
+          put8(q, static_cast<uint8_t>(fre.start_off));
+          break;
+        case 1:
+          put16(q, static_cast<uint16_t>(fre.start_off));
+          break;
+        default:
+          put32(q, fre.start_off);
+          break;
+      }
+      if (fre.ra_undefined) {
+        put8(q, fre.cfa_base_sp ? 1 : 0);
+        continue;
+      }
+      uint8_t size_code = offset_size_code(fre.cfa_offset);
+      if (fre.fp_offset) size_code = std::max(size_code, offset_size_code(*fre.fp_offset));
+      const uint8_t count = fre.fp_offset ? 2 : 1;
+      put8(q, static_cast<uint8_t>((size_code << 5) | (count << 1) | (fre.cfa_base_sp ? 1 : 0)));
+      auto put_off = [&](int32_t v) {
+        if (size_code == 0) {
+          put8(q, static_cast<uint8_t>(static_cast<int8_t>(v)));
+        } else if (size_code == 1) {
+          put16(q, static_cast<uint16_t>(static_cast<int16_t>(v)));
+        } else {
+          put32(q, static_cast<uint32_t>(v));
+        }
+      };
+      put_off(fre.cfa_offset);
+      if (fre.fp_offset) put_off(*fre.fp_offset);
+    }
+  }
+}
+
+std::vector<uint8_t> SectionBuilder::build(uint64_t section_addr) const {
+  std::vector<uint8_t> out(size());
+  build_into(out.data(), section_addr);
+  return out;
+}
+
+}  // namespace sframe
