@@ -11,6 +11,8 @@ void sframe_source_mem_init(struct sframe_source *src, const void *data,
 	src->size = size;
 	src->fault_at = SFRAME_NO_FAULT;
 	src->stats = NULL;
+	src->on_read = NULL;
+	src->on_read_arg = NULL;
 }
 
 int sframe_source_read(const struct sframe_source *src, uint64_t off,
@@ -37,5 +39,7 @@ int sframe_source_read(const struct sframe_source *src, uint64_t off,
 		return -EFAULT;
 	if (len)
 		memcpy(dst, src->data + off, len);
+	if (src->on_read)
+		src->on_read(src->on_read_arg, off, len);
 	return 0;
 }

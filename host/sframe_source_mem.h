@@ -32,6 +32,12 @@ struct sframe_source {
 	uint64_t fault_at;
 	/* If not NULL, updated by every read. */
 	struct sframe_mem_stats *stats;
+	/*
+	 * If not NULL, called after every successful read: tests use it to
+	 * trace reads or to change the section under the decoder.
+	 */
+	void (*on_read)(void *arg, uint64_t off, uint32_t len);
+	void *on_read_arg;
 };
 
 #define SFRAME_NO_FAULT UINT64_MAX

@@ -328,12 +328,28 @@ struct fre_cursor {
 	uint8_t buf[FRE_CHUNK];
 };
 
+/* Most data words an AMD64 FRE may carry (see decode_fre()). */
+#define FRE_MAX_WORDS_DEFAULT 2
+#define FRE_MAX_WORDS_FLEX 6
+
 static void cursor_init(struct fre_cursor *c, const struct sframe_section *sec,
-			uint32_t fre_off)
+			const struct sframe_fde *fde)
 {
+	uint32_t words = fde->flex ? FRE_MAX_WORDS_FLEX : FRE_MAX_WORDS_DEFAULT;
+	uint64_t max_len;
+
 	c->sec = sec;
-	c->pos = sec->fre_start + (uint64_t)fre_off;
+	c->pos = sec->fre_start + (uint64_t)fde->fre_off;
 	c->end = sec->fre_start + (uint64_t)sec->fre_len;
+	/*
+	 * The function's FREs cannot extend further than num_fres FREs of
+	 * the largest size decode_fre() accepts: chunks stop there, so no
+	 * byte of the next function's FREs is copied for nothing.
+	 */
+	max_len = (uint64_t)fde->num_fres *
+		  (fre_addr_size(fde->fre_type) + 1 + words * 4);
+	if (c->pos <= c->end && max_len < c->end - c->pos)
+		c->end = c->pos + max_len;
 	c->buf_off = 0;
 	c->buf_len = 0;
 }
@@ -517,7 +533,8 @@ static int decode_fre(const struct sframe_section *sec,
 	 * flexible ones up to three pairs.  Zero words (v2 on) mark the
 	 * outermost frame.
 	 */
-	if (n > (fde->flex ? 6u : 2u) || (n == 0 && sec->version == 1))
+	if (n > (fde->flex ? FRE_MAX_WORDS_FLEX : FRE_MAX_WORDS_DEFAULT) ||
+	    (n == 0 && sec->version == 1))
 		return -EINVAL;
 	*start_off = start;
 
@@ -592,7 +609,7 @@ int sframe_get_fre(const struct sframe_section *sec,
 
 	if (j >= fde->num_fres || fde->fre_type > 2)
 		return -EINVAL;
-	cursor_init(&c, sec, fde->fre_off);
+	cursor_init(&c, sec, fde);
 	/* FREs have no index: walk from the first, checking the order. */
 	for (k = 0; k <= j; k++) {
 		ret = decode_fre(sec, fde, &c, &start, k == j ? row : NULL);
@@ -634,7 +651,7 @@ int sframe_validate(const struct sframe_section *sec, uint64_t text_start,
 			return -EINVAL;
 		prev_end = fde.func_start + fde.func_size;
 
-		cursor_init(&c, sec, fde.fre_off);
+		cursor_init(&c, sec, &fde);
 		prev = 0;
 		for (j = 0; j < fde.num_fres; j++) {
 			ret = decode_fre(sec, &fde, &c, &start, &row);
@@ -739,7 +756,7 @@ int sframe_find_row(const struct sframe_section *sec, uint64_t pc,
 	 * The rule is the last FRE starting at or below off.  FREs are in
 	 * increasing order, so the scan stops at the first one past off.
 	 */
-	cursor_init(&c, sec, fde.fre_off);
+	cursor_init(&c, sec, &fde);
 	for (j = 0; j < fde.num_fres; j++) {
 		ret = decode_fre(sec, &fde, &c, &start, &cur);
 		if (ret)
