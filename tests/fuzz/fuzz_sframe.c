@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * libFuzzer target for the SFrame decoder (module/sframe_decode.c).
+ *
+ * Input: the section bytes.  The decoder must never crash, never trip a
+ * sanitizer and never ask the source for bytes outside the section, whatever
+ * the bytes are; some runs also inject a read fault or change the section
+ * between reads, as user memory can.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sframe_decode.h"
+#include "sframe_source_mem.h"
+
+#define SEC_ADDR 0x500000ull
+
+struct racer {
+	uint8_t *buf;
+	size_t size;
+	uint32_t state;
+};
+
+static void race(void *arg, uint64_t off, uint32_t len)
+{
+	struct racer *r = arg;
+
+	(void)off;
+	(void)len;
+	r->state = r->state * 1103515245u + 12345u;
+	r->buf[(r->state >> 8) % r->size] ^= (uint8_t)(r->state >> 24);
+}
+
+static void check_row(const struct sframe_row *row)
+{
+	/* Values the decoder documents; anything else is a decoder bug. */
+	if (row->ra.kind > SFRAME_LOC_UNDEFINED ||
+	    row->fp.kind > SFRAME_LOC_UNDEFINED)
+		abort();
+	if (row->outermost != (row->ra.kind == SFRAME_LOC_UNDEFINED))
+		abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct sframe_mem_stats stats;
+	struct sframe_source src;
+	struct sframe_section sec;
+	struct sframe_fde fde;
+	struct sframe_row row;
+	struct racer racer;
+	uint8_t *buf;
+	uint32_t i, j, n;
+	uint64_t pc;
+	int ret;
+
+	if (!size)
+		return 0;
+	/* A private copy the racer may change; exact size for ASan. */
+	buf = malloc(size);
+	if (!buf)
+		return 0;
+	memcpy(buf, data, size);
+
+	memset(&stats, 0, sizeof(stats));
+	sframe_source_mem_init(&src, buf, size);
+	src.stats = &stats;
+	/* The last byte picks a mode: a fault, a racing section, or none. */
+	switch (data[size - 1] & 7) {
+	case 1:
+		src.fault_at = SFRAME_HDR_SIZE + data[size - 1] % 61 * size / 61;
+		break;
+	case 2:
+		racer.buf = buf;
+		racer.size = size;
+		racer.state = data[0] | (uint32_t)size << 8;
+		src.on_read = race;
+		src.on_read_arg = &racer;
+		break;
+	default:
+		break;
+	}
+
+	ret = sframe_section_init(&sec, &src, SEC_ADDR, size);
+	if (ret)
+		goto out;
+	(void)sframe_validate(&sec, 0, ~0ull);
+	(void)sframe_validate(&sec, SEC_ADDR - 0x100000, 0x200000);
+
+	n = sec.num_fdes < 64 ? sec.num_fdes : 64;
+	for (i = 0; i < n; i++) {
+		if (sframe_get_fde(&sec, i, &fde))
+			continue;
+		for (j = 0; j < fde.num_fres && j < 16; j++)
+			if (!sframe_get_fre(&sec, &fde, j, &row))
+				check_row(&row);
+		/* Around and inside the function. */
+		uint64_t pcs[] = { fde.func_start - 1, fde.func_start,
+				   fde.func_start + fde.func_size / 2,
+				   fde.func_start + fde.func_size - 1,
+				   fde.func_start + fde.func_size };
+		for (j = 0; j < sizeof(pcs) / sizeof(pcs[0]); j++) {
+			ret = sframe_find_row(&sec, pcs[j], &row);
+			if (!ret) {
+				check_row(&row);
+				if (sframe_find_fde(&sec, pcs[j], &fde))
+					continue; /* section changed */
+			}
+		}
+	}
+	/* PCs taken from the input itself. */
+	for (i = 0; i + 8 <= size && i < 256; i += 8) {
+		memcpy(&pc, data + i, 8);
+		if (!sframe_find_row(&sec, pc, &row))
+			check_row(&row);
+		if (!sframe_find_row(&sec, SEC_ADDR + (int32_t)pc, &row))
+			check_row(&row);
+	}
+out:
+	free(buf);
+	if (stats.out_of_range)
+		abort();
+	return 0;
+}
