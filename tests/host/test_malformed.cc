@@ -444,9 +444,10 @@ void fault_everywhere(const std::vector<uint8_t> &bytes, uint64_t sec_addr,
 			if (ret == -EFAULT)
 				continue;
 			ASSERT_EQ(ret, want_ret[i]) << k << " pc " << pcs[i];
-			if (!ret)
+			if (!ret) {
 				ASSERT_TRUE(row_eq(r, want_row[i]))
 					<< k << " pc " << pcs[i];
+			}
 		}
 		ASSERT_EQ(d.stats.out_of_range, 0u);
 	}
