@@ -72,36 +72,120 @@ else
 	fi
 fi
 
+# --- bounded runs -----------------------------------------------------------
+# bounded SECS LOG CMD...: run CMD (stdout+stderr to LOG, stdin /dev/null) and
+# wait at most SECS.  Returns CMD's status, or 255 if CMD is still there after
+# SECS: then it cannot be killed (D state in the module, say), which is
+# recorded in $stuck and the blocked tasks are dumped into the kernel log.
+# Without this a hung rmmod or test would hold the VM until the host's
+# whole-VM timeout.  The watchdog is a subshell without children (read -t on
+# a FIFO) that interrupts `wait` with SIGUSR1.
+stuck=
+got_usr1=0
+trap 'got_usr1=1' USR1
+FIFO=/run/sframe-vm/watchdog.fifo
+mkfifo "$FIFO"
+mark_stuck() {
+	stuck="$*"
+	say "STUCK: $*"
+	echo w > /proc/sysrq-trigger
+}
+bounded() {
+	local secs=$1 log=$2 pid wd rc st
+	shift 2
+	got_usr1=0
+	"$@" > "$log" 2>&1 < /dev/null &
+	pid=$!
+	(read -r -t "$secs" <> "$FIFO"; kill -USR1 $$) &
+	wd=$!
+	wait "$pid"
+	rc=$?
+	if [[ $got_usr1 -eq 1 ]]; then
+		st=
+		[[ -r /proc/$pid/stat ]] && read -r st < "/proc/$pid/stat"
+		st=${st##*) }
+		st=${st%% *}
+		if [[ -n $st && $st != Z ]]; then
+			mark_stuck "still running (state $st) after ${secs}s: $*"
+			return 255
+		fi
+		wait "$pid"
+		rc=$?
+	fi
+	kill "$wd" 2>/dev/null
+	wait "$wd" 2>/dev/null
+	return $rc
+}
+
+# Processes a test left behind (timeout exits after SIGKILL even when its
+# child cannot die): user-space processes other than this shell.  Uses
+# builtins only, so the scan itself does not show up.
+LEFT=()
+leftovers() {
+	local d pid line rest state ppid
+	LEFT=()
+	for d in /proc/[0-9]*; do
+		pid=${d#/proc/}
+		[[ $pid == 1 ]] && continue
+		line=
+		read -r line < "$d/stat" 2>/dev/null || continue
+		rest=${line##*) }
+		state=${rest%% *}
+		rest=${rest#* }
+		ppid=${rest%% *}
+		[[ $pid == 2 || $ppid == 2 || $state == Z ]] && continue
+		LEFT+=("$pid:$state:${line#*(}")
+	done
+}
+reap_leftovers() { # WHAT
+	local p
+	leftovers
+	[[ ${#LEFT[@]} -eq 0 ]] && return 0
+	say "$1 left processes behind: ${LEFT[*]%%)*}; killing them"
+	for p in "${LEFT[@]}"; do kill -KILL "${p%%:*}" 2>/dev/null; done
+	for _ in 1 2 3 4 5 6 7 8 9 10; do
+		leftovers
+		[[ ${#LEFT[@]} -eq 0 ]] && return 0
+		read -r -t 1 <> "$FIFO"
+	done
+	mark_stuck "unkillable after $1: ${LEFT[*]%%)*}"
+	return 1
+}
+
 # --- run the tests --------------------------------------------------------
 # shellcheck disable=SC2153  # GTEST_ARGS comes from the config file
 read -r -a gtest_args <<< "$GTEST_ARGS"
+test_cmd() { # PATH MODE SCRATCH XML
+	local -a pre=()
+	[[ $2 == user ]] && pre=(setpriv "--reuid=$USER_UID" "--regid=$USER_GID" --clear-groups)
+	cd "$3" || exit 125
+	exec env -i PATH="$PATH" HOME="$3" TMPDIR=/tmp LANG=C.UTF-8 \
+		TERM=dumb GTEST_COLOR=no SFRAME_VM=1 SFRAME_VM_MODE="$2" \
+		SFRAME_VM_RESULTS="$R" SFRAME_VM_KVER="$kernel" \
+		SFRAME_VM_BUILD_DIR="$BUILD_DIR" SFRAME_VM_DEVICE="$DEVICE" \
+		timeout -k 10 "$TEST_TIMEOUT" "${pre[@]}" "$1" \
+		"--gtest_output=xml:$4" "${gtest_args[@]}"
+}
 run_one() { # PATH MODE
 	local bin=$1 mode=$2 name base scratch rc t0 t1
 	name=$(basename "$bin")
 	base="$R/$name.$mode"
+	if [[ -n $stuck ]]; then
+		say "NOT RUN $name as $mode: an earlier program is stuck"
+		return
+	fi
 	scratch=/tmp/vmtest/$name.$mode
 	mkdir -p "$scratch"
-	local -a pre=()
-	if [[ $mode == user ]]; then
-		chown "$USER_UID:$USER_GID" "$scratch"
-		pre=(setpriv "--reuid=$USER_UID" "--regid=$USER_GID" --clear-groups)
-	fi
+	[[ $mode == user ]] && chown "$USER_UID:$USER_GID" "$scratch"
 	say "RUN $name as $mode"
 	t0=$(uptime_s)
-	(
-		cd "$scratch" || exit 125
-		exec env -i PATH="$PATH" HOME="$scratch" TMPDIR=/tmp LANG=C.UTF-8 \
-			TERM=dumb GTEST_COLOR=no SFRAME_VM=1 SFRAME_VM_MODE="$mode" \
-			SFRAME_VM_RESULTS="$R" SFRAME_VM_KVER="$kernel" \
-			SFRAME_VM_BUILD_DIR="$BUILD_DIR" SFRAME_VM_DEVICE="$DEVICE" \
-			timeout -k 10 "$TEST_TIMEOUT" "${pre[@]}" "$bin" \
-			"--gtest_output=xml:$base.xml" "${gtest_args[@]}"
-	) > "$base.log" 2>&1 < /dev/null
+	bounded $((TEST_TIMEOUT + 60)) "$base.log" test_cmd "$bin" "$mode" "$scratch" "$base.xml"
 	rc=$?
 	t1=$(uptime_s)
 	echo "$rc" > "$base.rc"
 	say "DONE $name as $mode: exit $rc, $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}')s"
-	rm -rf "$scratch"
+	reap_leftovers "$name as $mode"
+	[[ -n $stuck ]] || rm -rf "$scratch"
 }
 
 for bin in "${TESTS[@]}"; do
@@ -113,30 +197,34 @@ for bin in "${TESTS[@]}"; do
 done
 
 # --- optional benchmarks (root only, stdout saved) ------------------------
-if [[ ${#BENCHES[@]} -gt 0 ]]; then
+bench_cmd() { # PATH
+	cd /tmp || exit 125
+	exec env -i PATH="$PATH" HOME=/tmp TMPDIR=/tmp LANG=C.UTF-8 \
+		TERM=dumb SFRAME_VM=1 SFRAME_VM_MODE=root \
+		SFRAME_VM_RESULTS="$R" SFRAME_VM_KVER="$kernel" \
+		SFRAME_VM_BUILD_DIR="$BUILD_DIR" SFRAME_VM_DEVICE="$DEVICE" \
+		timeout -k 10 "$BENCH_TIMEOUT" "$1" 2> "$R/bench/$(basename "$1").stderr"
+}
+if [[ ${#BENCHES[@]} -gt 0 && -z $stuck ]]; then
 	mkdir -p "$R/bench"
 	for bin in "${BENCHES[@]}"; do
 		name=$(basename "$bin")
 		say "BENCH $name"
-		(
-			cd /tmp || exit 125
-			exec env -i PATH="$PATH" HOME=/tmp TMPDIR=/tmp LANG=C.UTF-8 \
-				TERM=dumb SFRAME_VM=1 SFRAME_VM_MODE=root \
-				SFRAME_VM_RESULTS="$R" SFRAME_VM_KVER="$kernel" \
-				SFRAME_VM_BUILD_DIR="$BUILD_DIR" SFRAME_VM_DEVICE="$DEVICE" \
-				timeout -k 10 "$BENCH_TIMEOUT" "$bin"
-		) > "$R/bench/$name.txt" 2> "$R/bench/$name.stderr" < /dev/null
+		bounded $((BENCH_TIMEOUT + 60)) "$R/bench/$name.txt" bench_cmd "$bin"
 		rc=$?
 		echo "$rc" > "$R/bench/$name.rc"
 		say "BENCH $name: exit $rc"
+		reap_leftovers "$name"
+		[[ -z $stuck ]] || break
 	done
 fi
+[[ -z $stuck ]] || status stuck "$stuck"
 
 # --- unload -----------------------------------------------------------------
 if grep -q "^$MODULE " /proc/modules; then
-	out=$(timeout 120 rmmod "$MODULE" 2>&1)
+	bounded 120 "$R/rmmod.log" rmmod "$MODULE"
 	rc=$?
-	[[ -n "$out" ]] && printf '%s\n' "$out"
+	cat "$R/rmmod.log"
 	status rmmod "$rc"
 	say "rmmod $MODULE: exit $rc"
 else

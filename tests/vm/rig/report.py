@@ -57,6 +57,7 @@ class Tally:
         self.passed = 0
         self.failed = 0
         self.skipped = 0
+        self.disabled = 0
 
     def ok(self, what):
         self.passed += 1
@@ -126,8 +127,9 @@ def judge_binary(t, res, name, mode):
             failed_here += 1
             msgs = "\n".join((f.get("message") or f.text or "").strip() for f in failures)
             t.fail(what, msgs[:4000])
-        elif (case.find("skipped") is not None or case.get("result") == "skipped"
-              or case.get("status") == "notrun"):
+        elif case.get("status") == "notrun" or case.get("result") == "suppressed":
+            t.disabled += 1
+        elif case.find("skipped") is not None or case.get("result") == "skipped":
             t.skip(what)
         else:
             t.ok(what)
@@ -138,7 +140,9 @@ def judge_binary(t, res, name, mode):
 
 
 def kernel_log_problems(res, console, allow):
+    """Returns (problem lines, context: the log around the first one)."""
     found = []
+    context = None
     seen = set()
     sources = []
     dm = read(os.path.join(res, "dmesg.txt"))
@@ -147,7 +151,7 @@ def kernel_log_problems(res, console, allow):
     con = read(console, "")
     sources.append(("console", [l for l in con.split("\n") if KLINE_RE.match(l)]))
     for src, lines in sources:
-        for line in lines:
+        for i, line in enumerate(lines):
             if not BAD_RE.search(line) or IGNORE_RE.search(line):
                 continue
             if any(a.search(line) for a in allow):
@@ -157,7 +161,10 @@ def kernel_log_problems(res, console, allow):
                 continue
             seen.add(key)
             found.append("%s: %s" % (src, line))
-    return found
+            if context is None:
+                context = "%s, around the first problem:\n%s" % (
+                    src, "\n".join(lines[max(0, i - 3):i + 40]))
+    return found, context
 
 
 def main():
@@ -216,14 +223,18 @@ def main():
                 else:
                     print("  BENCH %s: ok, output in %s" % (f[:-3], os.path.join(bdir, f[:-3] + ".txt")))
 
+    if "stuck" in status:
+        t.fail("a program could not be killed (stuck; later ones not run): %s"
+               % status["stuck"])
     if status.get("module_load") == "0":
         if status.get("rmmod") != "0":
-            t.fail("rmmod (%s)" % status.get("rmmod", "never ran"))
+            t.fail("rmmod (exit %s)" % status.get("rmmod", "never ran"),
+                   read(os.path.join(res, "rmmod.log"), ""))
 
-    problems = kernel_log_problems(res, a.console, allow)
+    problems, context = kernel_log_problems(res, a.console, allow)
     if problems:
         t.fail("kernel log shows %d problem line(s)" % len(problems),
-               "\n".join(problems[:40]))
+               "\n".join(problems[:40]) + "\n\n" + context)
 
     reached_end = "end" in status and END_MARKER in con
     if not reached_end:
@@ -236,8 +247,8 @@ def main():
             why += " (qemu exit %s)" % a.qemu_rc
         t.fail(why)
 
-    if t.skipped:
-        print("vm: %d skipped" % t.skipped)
+    if t.skipped or t.disabled:
+        print("vm: %d skipped, %d disabled (not counted)" % (t.skipped, t.disabled))
     print("vm: %d passed, %d failed" % (t.passed, t.failed))
     return 1 if t.failed else 0
 
