@@ -23,6 +23,7 @@
 
 #include "compat.h"
 #include "registry.h"
+#include "row_cache.h"
 #include "sframe_source_user.h"
 #include "sframe_unwind.h"
 #include "stats.h"
@@ -39,6 +40,9 @@ struct sframe_mm {
 	struct maple_tree sections; /* [text_start, text_end - 1] -> entry */
 	struct mutex lock;          /* serialises writers of sections */
 	unsigned int nr_sections;   /* under lock */
+	/* Bumped (under lock, after the change) by every change of sections. */
+	u32 generation;
+	struct sframe_row_cache *rows;
 	bool dead;                  /* torn down; under sframe_mm_lock */
 	struct rcu_head rcu;
 };
@@ -53,6 +57,29 @@ static DEFINE_SPINLOCK(sframe_mm_lock);
 static DEFINE_MUTEX(sframe_mm_create_lock);
 /* sframe_mm structs not yet freed by ->free_notifier; see registry_exit. */
 static atomic_t sframe_mm_live = ATOMIC_INIT(0);
+
+/*
+ * Called after a change of smm's sections, under smm->lock.  Release order:
+ * whoever reads the new generation (with acquire) then finds the changed
+ * tree, so no row decoded from a removed section is cached as current.
+ */
+static void sframe_mm_bump_generation(struct sframe_mm *smm)
+{
+	u32 next = smm->generation + 1;
+
+	/* 0 is the generation of never-written cache entries. */
+	smp_store_release(&smm->generation, next ? next : 1);
+}
+
+u32 sframe_mm_generation(struct sframe_mm *smm)
+{
+	return smp_load_acquire(&smm->generation);
+}
+
+struct sframe_row_cache *sframe_mm_row_cache(struct sframe_mm *smm)
+{
+	return smm->rows;
+}
 
 static struct sframe_mm *sframe_mm_find_rcu(struct mm_struct *mm)
 {
@@ -133,6 +160,13 @@ static struct mmu_notifier *sframe_mm_alloc(struct mm_struct *mm)
 
 	if (!smm)
 		return ERR_PTR(-ENOMEM);
+	smm->rows = sframe_row_cache_alloc();
+	if (!smm->rows) {
+		kfree(smm);
+		return ERR_PTR(-ENOMEM);
+	}
+	/* Zeroed cache entries carry generation 0: never a hit. */
+	smm->generation = 1;
 	smm->mm = mm;
 	atomic_inc(&sframe_mm_live);
 	mt_init_flags(&smm->sections, MT_FLAGS_USE_RCU);
@@ -144,6 +178,8 @@ static void sframe_mm_free(struct mmu_notifier *mn)
 {
 	struct sframe_mm *smm = container_of(mn, struct sframe_mm, mn);
 
+	/* Nobody reaches the cache any more: smm is unhashed, mm is gone. */
+	sframe_row_cache_free(smm->rows);
 	/* RCU readers of the hash may still look at smm. */
 	kfree_rcu(smm, rcu);
 	if (atomic_dec_and_test(&sframe_mm_live))
@@ -276,6 +312,7 @@ static int sframe_insert(struct mm_struct *mm, struct sframe_entry *entry)
 	if (ret)
 		goto out;
 	smm->nr_sections++;
+	sframe_mm_bump_generation(smm);
 	atomic64_inc(&sframe_counters.sections);
 out:
 	mutex_unlock(&smm->lock);
@@ -325,6 +362,7 @@ int sframe_unregister_section(struct mm_struct *mm, u64 text_start)
 	if (entry && entry->range.text_start == text_start) {
 		mtree_erase(&smm->sections, text_start);
 		smm->nr_sections--;
+		sframe_mm_bump_generation(smm);
 		atomic64_dec(&sframe_counters.sections);
 		/* Lock-free lookups may still be copying it. */
 		kfree_rcu(entry, rcu);

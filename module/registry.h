@@ -39,5 +39,8 @@ struct sframe_mm *sframe_mm_find(struct mm_struct *mm);
 bool sframe_registry_lookup(struct sframe_mm *smm, unsigned long pc,
 			    struct sframe_range *range);
 unsigned int sframe_mm_nr_sections(struct sframe_mm *smm);
+/* The generation of smm's sections, for sframe_row_cache entries. */
+u32 sframe_mm_generation(struct sframe_mm *smm);
+struct sframe_row_cache *sframe_mm_row_cache(struct sframe_mm *smm);
 
 #endif /* SFRAME_REGISTRY_H */

@@ -18,6 +18,7 @@
 #include <linux/sched.h>
 #include <linux/uaccess.h>
 
+#include "row_cache.h"
 #include "sframe_source_user.h"
 #include "sframe_unwind.h"
 #include "unwind.h"
@@ -114,6 +115,35 @@ static int sframe_step_error(struct sframe_user_unwind *uw, int err)
 }
 
 /*
+ * Decode the row for pc from its section.  Returns 0,
+ * SFRAME_STEP_UNCOVERED, or a negative errno with uw->stop set.
+ */
+static int sframe_lookup_row(struct sframe_user_unwind *uw, unsigned long pc,
+			     struct sframe_row *row)
+{
+	struct sframe_source src;
+	int ret;
+
+	if (!uw->have_range || pc < uw->range.text_start ||
+	    pc >= uw->range.text_end) {
+		uw->have_range = sframe_registry_lookup(uw->smm, pc, &uw->range);
+		if (!uw->have_range)
+			return SFRAME_STEP_UNCOVERED;
+	}
+
+	src.base = u64_to_user_ptr(uw->range.sframe_addr);
+	src.size = uw->range.sec.sec_size;
+	uw->range.sec.src = &src;
+	ret = sframe_find_row(&uw->range.sec, pc, row);
+	uw->range.sec.src = NULL;
+	if (ret == -ENOENT)
+		return SFRAME_STEP_UNCOVERED;
+	if (ret)
+		return sframe_step_error(uw, ret);
+	return 0;
+}
+
+/*
  * One step with SFrame.  Returns 0 (stepped), SFRAME_STEP_UNCOVERED (no
  * section or no FDE covers the PC), or a negative errno with uw->stop set.
  */
@@ -125,28 +155,20 @@ static int sframe_step(struct sframe_user_unwind *uw)
 	 */
 	unsigned long pc = uw->topmost ? uw->ip : uw->ip - 1;
 	unsigned long cfa, ra, fp;
-	struct sframe_source src;
 	struct sframe_row row;
+	u32 gen;
 	int ret;
 
 	if (!uw->smm)
 		return SFRAME_STEP_UNCOVERED;
-	if (!uw->have_range || pc < uw->range.text_start ||
-	    pc >= uw->range.text_end) {
-		uw->have_range = sframe_registry_lookup(uw->smm, pc, &uw->range);
-		if (!uw->have_range)
-			return SFRAME_STEP_UNCOVERED;
+	/* Read before the lookup, so a cached row is never newer than it. */
+	gen = sframe_mm_generation(uw->smm);
+	if (!sframe_row_cache_lookup(uw->rows, gen, pc, &row)) {
+		ret = sframe_lookup_row(uw, pc, &row);
+		if (ret)
+			return ret;
+		sframe_row_cache_store(uw->rows, gen, pc, &row);
 	}
-
-	src.base = u64_to_user_ptr(uw->range.sframe_addr);
-	src.size = uw->range.sec.sec_size;
-	uw->range.sec.src = &src;
-	ret = sframe_find_row(&uw->range.sec, pc, &row);
-	uw->range.sec.src = NULL;
-	if (ret == -ENOENT)
-		return SFRAME_STEP_UNCOVERED;
-	if (ret)
-		return sframe_step_error(uw, ret);
 
 	if (row.outermost) {
 		sframe_stop(uw, SFRAME_STOP_OUTERMOST);
@@ -225,6 +247,8 @@ void sframe_unwind_start(struct sframe_user_unwind *uw,
 	uw->flags = flags;
 	if (current->mm)
 		uw->smm = sframe_mm_find(current->mm);
+	if (uw->smm)
+		uw->rows = sframe_mm_row_cache(uw->smm);
 }
 
 bool sframe_unwind_next(struct sframe_user_unwind *uw)

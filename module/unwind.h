@@ -17,6 +17,7 @@ struct sframe_user_unwind {
 	bool topmost;
 	u32 flags;                  /* SFRAME_UNWIND_F_* */
 	struct sframe_mm *smm;      /* registry of current->mm, or NULL */
+	struct sframe_row_cache *rows; /* its row cache */
 	struct sframe_range range;  /* the section used last, if have_range */
 	bool have_range;
 	u32 stop;                   /* enum sframe_stop_reason, once stopped */

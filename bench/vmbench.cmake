@@ -1,0 +1,15 @@
+# unwind_vmbench: SFrame against frame pointers, per frame, in the VM.
+# The chain is built twice from one source; see bench_chain.c.
+add_library(bench_chain_sframe OBJECT bench_chain.c)
+target_compile_definitions(bench_chain_sframe PRIVATE CHAIN_PREFIX=sframe_)
+target_compile_options(bench_chain_sframe PRIVATE -O2 -fomit-frame-pointer -Wa,--gsframe)
+add_library(bench_chain_fp OBJECT bench_chain.c)
+target_compile_definitions(bench_chain_fp PRIVATE CHAIN_PREFIX=fp_)
+target_compile_options(bench_chain_fp PRIVATE -O2 -fno-omit-frame-pointer)
+
+add_executable(unwind_vmbench unwind_vmbench.cc
+  $<TARGET_OBJECTS:bench_chain_sframe> $<TARGET_OBJECTS:bench_chain_fp>)
+# The harness frames carry both .sframe and frame pointers (like
+# libsframe-client), so both methods step through them.
+target_compile_options(unwind_vmbench PRIVATE -O2 -Wall -Wextra -Wa,--gsframe -fno-omit-frame-pointer)
+target_link_libraries(unwind_vmbench PRIVATE sframe-client)
