@@ -36,7 +36,28 @@ finish() {
 
 # Writable places: the overlay root is writable everywhere, but /tmp gets a
 # fresh tmpfs (not the host's /tmp) and so do /dev/shm and /run (stage 1).
+# Host paths under /tmp that the run needs (the build tree, the repository,
+# the programs: a CI clone may live in /tmp) stay visible at their own paths:
+# their top directory under /tmp is bind-mounted over the fresh tmpfs.
+declare -A keep=()
+for p in "$BUILD_DIR" "$REPO_DIR" "${TESTS[@]}" "${BENCHES[@]}"; do
+	case $p in
+	/tmp/?*)
+		rel=${p#/tmp/}
+		keep[/tmp/${rel%%/*}]=1
+		;;
+	esac
+done
+if [[ ${#keep[@]} -gt 0 ]]; then
+	mkdir -p /run/sframe-vm/hosttmp
+	mount --bind /tmp /run/sframe-vm/hosttmp
+fi
 mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /tmp
+for k in "${!keep[@]}"; do
+	src=/run/sframe-vm/hosttmp/${k#/tmp/}
+	if [[ -d $src ]]; then mkdir -p "$k"; else touch "$k"; fi
+	mount --bind "$src" "$k"
+done
 mkdir -p /dev/shm /dev/pts
 mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /dev/shm
 mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts /dev/pts

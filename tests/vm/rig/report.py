@@ -218,8 +218,9 @@ def main():
             if f.endswith(".rc"):
                 rc = int((read(os.path.join(bdir, f)) or "1").strip() or 1)
                 if rc != 0:
-                    t.fail("benchmark %s: %s" % (f[:-3], rc_text(rc)),
-                           tail(read(os.path.join(bdir, f[:-3] + ".stderr"), "")))
+                    out = (read(os.path.join(bdir, f[:-3] + ".stderr"), "") or
+                           read(os.path.join(bdir, f[:-3] + ".txt"), ""))
+                    t.fail("benchmark %s: %s" % (f[:-3], rc_text(rc)), tail(out, 10))
                 else:
                     print("  BENCH %s: ok, output in %s" % (f[:-3], os.path.join(bdir, f[:-3] + ".txt")))
 
