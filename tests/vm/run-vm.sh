@@ -4,7 +4,14 @@
 # scripts/dkms-install.sh), run BUILD_DIR/tests/vm/*_vmtest as root and as
 # uid 65534, unload the module and judge the results on the host.
 #
-# Usage: tests/vm/run-vm.sh [--bench] BUILD_DIR [OUTDIR]
+# Usage: tests/vm/run-vm.sh [--bench] [--run CMD] BUILD_DIR [OUTDIR]
+#
+#   --bench     also run BUILD_DIR/bench/*_vmbench (root), stdout saved in
+#               OUTDIR/results/bench/<name>.txt
+#   --run CMD   run the shell command CMD (root, after the module is loaded)
+#               INSTEAD of the test programs, e.g. for a demo; its output is
+#               saved in OUTDIR/results/run.log and printed afterwards, and
+#               its exit status counts as one test
 #
 # Prints per-test results and ends with the machine-readable line
 #   vm: N passed, N failed
@@ -32,12 +39,18 @@ RIG=$(cd "$(dirname "${BASH_SOURCE[0]}")/rig" && pwd)
 . "$RIG/common.sh"
 
 bench=${SFRAME_VM_BENCH:-0}
-if [[ ${1:-} == --bench ]]; then
-	bench=1
-	shift
-fi
+run_cmd=
+while [[ $# -gt 0 ]]; do
+	case $1 in
+	--bench) bench=1; shift ;;
+	--run) run_cmd=${2:?--run needs a command}; shift 2 ;;
+	--) shift; break ;;
+	-*) echo "run-vm: unknown option $1" >&2; exit 2 ;;
+	*) break ;;
+	esac
+done
 if [[ $# -lt 1 || $# -gt 2 ]]; then
-	echo "usage: $0 [--bench] BUILD_DIR [OUTDIR]" >&2
+	echo "usage: $0 [--bench] [--run CMD] BUILD_DIR [OUTDIR]" >&2
 	exit 2
 fi
 
@@ -78,7 +91,9 @@ fi
 # The test binaries: listed on the host, so the report knows what should have
 # produced XML even if the guest never got to it.
 tests=()
-if [[ -n "${SFRAME_VM_TESTS:-}" ]]; then
+if [[ -n $run_cmd ]]; then
+	:
+elif [[ -n "${SFRAME_VM_TESTS:-}" ]]; then
 	for t in $SFRAME_VM_TESTS; do
 		p=$(realpath -e "$t") || fail_early "no test binary $t"
 		tests+=("$p")
@@ -88,7 +103,7 @@ else
 		[[ -f $t && -x $t ]] && tests+=("$t")
 	done
 fi
-[[ ${#tests[@]} -gt 0 ]] || fail_early "no test binaries in $BUILD_DIR/tests/vm/*_vmtest"
+[[ ${#tests[@]} -gt 0 || -n $run_cmd ]] || fail_early "no test binaries in $BUILD_DIR/tests/vm/*_vmtest"
 benches=()
 if [[ $bench == 1 ]]; then
 	for t in "$BUILD_DIR"/bench/*_vmbench; do
@@ -179,10 +194,11 @@ done
 	printf 'BENCH_TIMEOUT=%q\n' "$BENCH_TIMEOUT"
 	printf 'GTEST_ARGS=%q\n' "${SFRAME_VM_GTEST_ARGS:-}"
 	printf 'USER_UID=65534\nUSER_GID=65534\n'
-	printf 'TESTS=('; printf ' %q' "${tests[@]}"; printf ' )\n'
+	printf 'RUN_CMD=%q\n' "$run_cmd"
+	printf 'TESTS=('; [[ ${#tests[@]} -gt 0 ]] && printf ' %q' "${tests[@]}"; printf ' )\n'
 	printf 'BENCHES=('; [[ ${#benches[@]} -gt 0 ]] && printf ' %q' "${benches[@]}"; printf ' )\n'
 } > "$INITRD_DIR/rig/config"
-printf '%s\n' "${tests[@]}" > "$OUTDIR/tests.list"
+if [[ ${#tests[@]} -gt 0 ]]; then printf '%s\n' "${tests[@]}"; fi > "$OUTDIR/tests.list"
 
 INITRD=$WORK/initrd.cpio
 (cd "$INITRD_DIR" && find . -print0 | cpio --null -o -H newc --quiet) > "$INITRD" ||
@@ -249,8 +265,12 @@ awk -v s="$t_start" -v i="$t_initrd" -v e="$t_end" \
 
 python3 "$RIG/report.py" --results "$RES" --console "$CONSOLE" \
 	--tests "$OUTDIR/tests.list" --kver "$KVER" --timed-out "$timed_out" \
-	--vm-timeout "$VM_TIMEOUT" --qemu-rc "$qemu_rc" --device "$DEVICE" --allow "$RIG/kernel-log-allow.txt"
+	--vm-timeout "$VM_TIMEOUT" --qemu-rc "$qemu_rc" --device "$DEVICE" --run "$run_cmd" --allow "$RIG/kernel-log-allow.txt"
 rc=$?
+if [[ -n $run_cmd ]]; then
+	echo "run-vm: output of --run '$run_cmd':"
+	cat "$RES/run.log" 2>/dev/null
+fi
 if [[ $rc -ne 0 ]]; then
 	echo "run-vm: FAILED; last 60 lines of $CONSOLE:"
 	tail -n 60 "$CONSOLE" | sed 's/^/  | /'

@@ -209,6 +209,23 @@ run_one() { # PATH MODE
 	[[ -n $stuck ]] || rm -rf "$scratch"
 }
 
+if [[ -n $RUN_CMD ]]; then
+	run_cmd() {
+		cd /tmp || exit 125
+		exec env -i PATH="$PATH" HOME=/tmp TMPDIR=/tmp LANG=C.UTF-8 \
+			TERM=dumb SFRAME_VM=1 SFRAME_VM_MODE=root \
+			SFRAME_VM_RESULTS="$R" SFRAME_VM_KVER="$kernel" \
+			SFRAME_VM_BUILD_DIR="$BUILD_DIR" SFRAME_VM_DEVICE="$DEVICE" \
+			timeout -k 10 "$TEST_TIMEOUT" bash -c "$RUN_CMD"
+	}
+	say "RUN-CMD $RUN_CMD"
+	bounded $((TEST_TIMEOUT + 60)) "$R/run.log" run_cmd
+	rc=$?
+	echo "$rc" > "$R/run.rc"
+	say "RUN-CMD exit $rc"
+	reap_leftovers "the command"
+fi
+
 for bin in "${TESTS[@]}"; do
 	if [[ $(grep -c "^$MODULE " /proc/modules) -eq 0 ]]; then
 		say "module $MODULE is not loaded before $(basename "$bin")"

@@ -178,6 +178,7 @@ def main():
     ap.add_argument("--qemu-rc", default="?")
     ap.add_argument("--device", default="")
     ap.add_argument("--allow", default=None)
+    ap.add_argument("--run", default="")
     a = ap.parse_args()
     res = a.results
 
@@ -211,6 +212,14 @@ def main():
         name = os.path.basename(path)
         for mode in ("root", "user"):
             judge_binary(t, res, name, mode)
+
+    if a.run:
+        rc_s = (read(os.path.join(res, "run.rc")) or "").strip()
+        rc = int(rc_s) if rc_s.lstrip("-").isdigit() else None
+        if rc == 0:
+            t.ok("--run %s" % a.run)
+        else:
+            t.fail("--run %s: %s" % (a.run, rc_text(rc)))
 
     bdir = os.path.join(res, "bench")
     if os.path.isdir(bdir):
