@@ -81,6 +81,26 @@ std::optional<uint64_t> fde_func_start(const void* data, size_t len, uint64_t ad
   return base + static_cast<uint64_t>(rel);
 }
 
+std::optional<uint32_t> fde_func_size(const void* data, size_t len, uint32_t i) {
+  auto h = parse_header(data, len);
+  if (!h) return std::nullopt;
+  auto f = fde_field(*h, len, i);
+  if (!f || f->offset + f->width + 4 > len) return std::nullopt;
+  return get32(static_cast<const uint8_t*>(data) + f->offset + f->width);
+}
+
+bool fde_covers(const void* data, size_t len, uint64_t addr, uint64_t pc) {
+  auto h = parse_header(data, len);
+  if (!h) return false;
+  for (uint32_t i = 0; i < h->num_fdes; i++) {
+    auto start = fde_func_start(data, len, addr, i);
+    auto size = fde_func_size(data, len, i);
+    if (!start || !size) return false;
+    if (pc >= *start && pc - *start < *size) return true;
+  }
+  return false;
+}
+
 bool relocate_section(void* data, size_t len, uint64_t old_addr, uint64_t new_addr) {
   auto h = parse_header(data, len);
   if (!h || h->fde_size() == 0) return false;

@@ -67,6 +67,13 @@ TEST(SframeFormatTest, BuilderLayoutPerVersion) {
     EXPECT_EQ(sframe::fde_func_start(bytes.data(), bytes.size(), 0x500000, 0), 0x400100u);
     EXPECT_EQ(sframe::fde_func_start(bytes.data(), bytes.size(), 0x500000, 1), 0x400200u);
     EXPECT_FALSE(sframe::fde_func_start(bytes.data(), bytes.size(), 0x500000, 2).has_value());
+    EXPECT_EQ(sframe::fde_func_size(bytes.data(), bytes.size(), 0), 0x40u);
+    EXPECT_EQ(sframe::fde_func_size(bytes.data(), bytes.size(), 1), 0x2000u);
+    EXPECT_TRUE(sframe::fde_covers(bytes.data(), bytes.size(), 0x500000, 0x400100));
+    EXPECT_TRUE(sframe::fde_covers(bytes.data(), bytes.size(), 0x500000, 0x40013f));
+    EXPECT_FALSE(sframe::fde_covers(bytes.data(), bytes.size(), 0x500000, 0x400140));
+    EXPECT_TRUE(sframe::fde_covers(bytes.data(), bytes.size(), 0x500000, 0x4021ff));
+    EXPECT_FALSE(sframe::fde_covers(bytes.data(), bytes.size(), 0x500000, 0x402200));
   }
 }
 

@@ -98,6 +98,13 @@ class Device {
   // whatever object links libsframe-client, once that object is registered)
   // and frames[1] is the return address into the caller.  Both the SFrame
   // and the frame-pointer method can therefore step out of it.
+  //
+  // Mind the callers' coverage: binutils 2.40 (Debian 12) writes no SFrame
+  // FDE for a function whose CFI needs .cfi_escape.  GCC emits one
+  // (DW_CFA_GNU_args_size) for a call that passes arguments on the stack
+  // inside an exception region, e.g. register_scoped() with an object name
+  // (7 arguments) in a function with destructors to run.  A walk reaching
+  // such a function stops there with SFRAME_STOP_NO_COVERAGE.
   UnwindResult unwind_self(uint32_t max_frames = kDefaultMaxFrames,
                            uint32_t flags = SFRAME_UNWIND_F_SFRAME) const;
 

@@ -70,6 +70,13 @@ std::optional<SectionHeader> parse_header(const void* data, size_t len);
 // lives at address addr.  nullopt if i or the version is out of range.
 std::optional<uint64_t> fde_func_start(const void* data, size_t len, uint64_t addr, uint32_t i);
 
+// Function size of FDE i, or nullopt.
+std::optional<uint32_t> fde_func_size(const void* data, size_t len, uint32_t i);
+
+// Whether an FDE of the section at data (len bytes, at address addr) covers
+// pc.  A linear scan: for diagnostics and tests, not for unwinding.
+bool fde_covers(const void* data, size_t len, uint64_t addr, uint64_t pc);
+
 // The section at data (len bytes) was copied from old_addr to new_addr:
 // rewrite every FDE start-address field so that the copy describes the same
 // functions.  Returns false (and changes nothing) for a section it cannot
