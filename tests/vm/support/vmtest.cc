@@ -1,0 +1,262 @@
+#include "vmtest.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+extern char** environ;
+
+namespace vmtest {
+namespace {
+
+std::map<std::string, ChildFn>& Registry() {
+  static std::map<std::string, ChildFn> registry;
+  return registry;
+}
+
+sframe::Symbolizer& TheSymbolizer() {
+  static sframe::Symbolizer symbolizer;
+  return symbolizer;
+}
+
+std::vector<std::string> Split(const std::string& line, char sep) {
+  std::vector<std::string> out;
+  std::string::size_type start = 0;
+  for (;;) {
+    auto pos = line.find(sep, start);
+    out.push_back(line.substr(start, pos - start));
+    if (pos == std::string::npos) break;
+    start = pos + 1;
+  }
+  return out;
+}
+
+bool IsLibcEntry(const std::string& name) {
+  return name == kLibcStartCallMain || name == kStartThread;
+}
+
+::testing::AssertionResult Compare(const Chain& chain, const std::vector<std::string>& expected,
+                                   uint64_t libc_pc, bool prefix) {
+  bool ok =
+      prefix ? chain.frames.size() >= expected.size() : chain.frames.size() == expected.size();
+  for (size_t i = 0; ok && i < expected.size(); i++) {
+    const Frame& f = chain.frames[i];
+    if (IsLibcEntry(expected[i]) && libc_pc != 0) {
+      ok = f.pc == libc_pc && (f.function == expected[i] || f.function == "?");
+    } else {
+      ok = f.function == expected[i];
+    }
+  }
+  if (ok) return ::testing::AssertionSuccess();
+  std::ostringstream want;
+  for (size_t i = 0; i < expected.size(); i++) {
+    want << "    #" << i << " " << expected[i];
+    if (IsLibcEntry(expected[i]) && libc_pc != 0) {
+      want << " at 0x" << std::hex << libc_pc << std::dec;
+    }
+    want << "\n";
+  }
+  return ::testing::AssertionFailure()
+         << (prefix ? "chain does not start with" : "chain is not") << "\n"
+         << want.str() << "  got\n"
+         << chain.Describe();
+}
+
+}  // namespace
+
+uint64_t g_main_return = 0;
+
+std::string DevicePath() {
+  const char* env = std::getenv("SFRAME_VM_DEVICE");
+  return (env != nullptr && *env != '\0') ? env : SFRAME_UNWIND_DEVICE;
+}
+
+void DeviceTest::SetUp() {
+  try {
+    dev_.emplace(DevicePath());
+  } catch (const sframe::Error& e) {
+    FAIL() << e.what();
+  }
+}
+
+std::vector<sframe::Registration> RegisterLoaded(const sframe::Device& dev) {
+  try {
+    return sframe::register_loaded_objects(dev);
+  } catch (const sframe::Error& e) {
+    ADD_FAILURE() << e.what();
+    return {};
+  }
+}
+
+ChildRegistrar::ChildRegistrar(const char* name, ChildFn fn) { Registry()[name] = fn; }
+
+VMTEST_NOIPA int RunChildScenario(int argc, char** argv) {
+  std::string name = argv[1] + std::strlen("--vmtest-child=");
+  std::string arg;
+  for (int i = 2; i < argc; i++) {
+    if (std::strncmp(argv[i], "--vmtest-arg=", 13) == 0) arg = argv[i] + 13;
+  }
+  auto it = Registry().find(name);
+  if (it == Registry().end()) {
+    std::fprintf(stderr, "no child scenario %s\n", name.c_str());
+    return 2;
+  }
+  std::printf("M\t%" PRIx64 "\n", g_main_return);
+  int rc;
+  try {
+    rc = it->second(arg);
+  } catch (const std::exception& e) {
+    std::printf("child %s: %s\n", name.c_str(), e.what());
+    rc = 3;
+  }
+  VMTEST_BARRIER();
+  std::fflush(stdout);
+  return rc;
+}
+
+// Why a walk may have ended at pc: no .sframe for its object, or no FDE.
+std::string Coverage(uint64_t pc, bool topmost) {
+  const uint64_t at = topmost ? pc : pc - 1;
+  auto obj = sframe::loaded_object_containing(reinterpret_cast<void*>(at));
+  if (!obj) return " [no object]";
+  if (!obj->has_sframe()) return " [object without .sframe]";
+  if (!sframe::fde_covers(reinterpret_cast<void*>(obj->sframe_addr), obj->sframe_len,
+                          obj->sframe_addr, at)) {
+    return " [no FDE in the object's .sframe]";
+  }
+  return "";
+}
+
+Chain Symbolize(const sframe::UnwindResult& r) {
+  Chain c;
+  c.stop = r.stop_reason;
+  c.nr_sframe = r.nr_sframe;
+  c.nr_fp = r.nr_fp;
+  for (const sframe::Symbol& s : TheSymbolizer().symbolize_frames(r.frames)) {
+    c.frames.push_back({s.address, s.found() ? s.function() : "?", s.to_string()});
+  }
+  // Where the walk ended, say what covers that PC (for failure messages).
+  if (!c.frames.empty()) {
+    c.frames.back().where += Coverage(c.frames.back().pc, c.frames.size() == 1);
+  }
+  return c;
+}
+
+void EmitUnwind(const std::string& label, const sframe::UnwindResult& r) {
+  Chain c = Symbolize(r);
+  std::printf("U\t%s\t%u\t%u\t%u\t%zu\n", label.c_str(), static_cast<unsigned>(c.stop), c.nr_sframe,
+              c.nr_fp, c.frames.size());
+  for (const Frame& f : c.frames) {
+    std::printf("F\t%s\t%" PRIx64 "\t%s\t%s\n", label.c_str(), f.pc, f.function.c_str(),
+                f.where.c_str());
+  }
+  std::fflush(stdout);
+}
+
+void EmitValue(const std::string& key, uint64_t value) {
+  std::printf("V\t%s\t%" PRIx64 "\n", key.c_str(), value);
+  std::fflush(stdout);
+}
+
+std::string Chain::Describe() const {
+  std::ostringstream out;
+  for (size_t i = 0; i < frames.size(); i++) {
+    out << "    #" << i << " 0x" << std::hex << frames[i].pc << std::dec << " " << frames[i].where
+        << "\n";
+  }
+  out << "  stop " << sframe::to_string(stop) << ", " << frames.size() << " frames, nr_sframe "
+      << nr_sframe << ", nr_fp " << nr_fp << "\n";
+  return out.str();
+}
+
+std::vector<std::string> Chain::Functions() const {
+  std::vector<std::string> out;
+  for (const Frame& f : frames) out.push_back(f.function);
+  return out;
+}
+
+ChildResult RunChild(const std::string& name, const std::string& arg) {
+  ChildResult res;
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    res.output = std::string("pipe: ") + std::strerror(errno);
+    return res;
+  }
+  sframe::UniqueFd rd(fds[0]), wr(fds[1]);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, wr.get(), 1);
+  posix_spawn_file_actions_adddup2(&fa, wr.get(), 2);
+  std::string exe = sframe::self_exe_path();
+  std::string a1 = "--vmtest-child=" + name;
+  std::string a2 = "--vmtest-arg=" + arg;
+  char* argv[] = {exe.data(), a1.data(), a2.data(), nullptr};
+  pid_t pid;
+  int err = posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  wr.reset();
+  if (err != 0) {
+    res.output = "posix_spawn " + exe + ": " + std::strerror(err);
+    return res;
+  }
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(rd.get(), buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    res.output.append(buf, static_cast<size_t>(n));
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  res.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+
+  std::istringstream lines(res.output);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::vector<std::string> f = Split(line, '\t');
+    if (f[0] == "M" && f.size() == 2) {
+      res.main_return = std::strtoull(f[1].c_str(), nullptr, 16);
+    } else if (f[0] == "V" && f.size() == 3) {
+      res.values[f[1]] = std::strtoull(f[2].c_str(), nullptr, 16);
+    } else if (f[0] == "U" && f.size() == 6) {
+      Chain& c = res.chains[f[1]];
+      c.stop = static_cast<sframe::StopReason>(std::stoul(f[2]));
+      c.nr_sframe = static_cast<uint32_t>(std::stoul(f[3]));
+      c.nr_fp = static_cast<uint32_t>(std::stoul(f[4]));
+    } else if (f[0] == "F" && f.size() == 5) {
+      res.chains[f[1]].frames.push_back({std::strtoull(f[2].c_str(), nullptr, 16), f[3], f[4]});
+    }
+  }
+  return res;
+}
+
+::testing::AssertionResult ChainIs(const Chain& chain, const std::vector<std::string>& expected,
+                                   uint64_t libc_pc) {
+  return Compare(chain, expected, libc_pc, false);
+}
+
+::testing::AssertionResult ChainStartsWith(const Chain& chain,
+                                           const std::vector<std::string>& expected,
+                                           uint64_t libc_pc) {
+  return Compare(chain, expected, libc_pc, true);
+}
+
+std::vector<std::string> ChildTail(const std::string& scenario) {
+  return {scenario, "vmtest::RunChildScenario", "main", kLibcStartCallMain};
+}
+
+std::string NextToSelf(const std::string& name) {
+  std::string exe = sframe::self_exe_path();
+  return exe.substr(0, exe.rfind('/') + 1) + name;
+}
+
+}  // namespace vmtest

@@ -1,0 +1,136 @@
+// Support for the VM test programs (*_vmtest): the device fixture, child
+// scenarios and exact frame-chain expectations.
+//
+// Why child processes: a chain is "exact" only if every frame from the
+// system call up to main is covered.  Inside a TEST body the stack also holds
+// GoogleTest's own frames (libgtest.a is built without --gsframe), so the
+// chains that must reach main run in a fresh copy of the program:
+// RunChild("name", "arg") executes /proc/self/exe --vmtest-child=name
+// --vmtest-arg=arg, whose main() calls vmtest::RunChildScenario(), which
+// calls the scenario registered under that name.  Such a chain therefore
+// ends with
+//   ..., <scenario>, vmtest::RunChildScenario, main, __libc_start_call_main
+// and the walk stops with SFRAME_STOP_NO_COVERAGE in libc, which has no
+// .sframe.  The child prints each unwind (EmitUnwind) and the parent
+// compares.
+#ifndef SFRAME_VMTEST_H
+#define SFRAME_VMTEST_H
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sframe_client/sframe_client.h"
+
+// For the functions that make up a chain: not inlined, not cloned, not
+// merged, not analysed across calls (so the symbol names are exact).
+#define VMTEST_NOIPA __attribute__((noipa))
+// After a call: nothing may move across it, so the call is no tail call.
+#define VMTEST_BARRIER() asm volatile("" ::: "memory")
+
+namespace vmtest {
+
+// $SFRAME_VM_DEVICE (set by the VM rig), else SFRAME_UNWIND_DEVICE.
+std::string DevicePath();
+
+// Opens the device or fails the test with the library's message, e.g.
+// "cannot open /dev/sframe_unwind: No such file or directory (ENOENT)".
+class DeviceTest : public ::testing::Test {
+ protected:
+  void SetUp() override;
+  const sframe::Device& dev() const { return *dev_; }
+
+  std::optional<sframe::Device> dev_;
+};
+
+// Registers the .sframe of every loaded object that has one; fails the test
+// (returns empty) on error.
+std::vector<sframe::Registration> RegisterLoaded(const sframe::Device& dev);
+
+// ---- child scenarios ------------------------------------------------------
+
+using ChildFn = int (*)(const std::string& arg);
+
+struct ChildRegistrar {
+  ChildRegistrar(const char* name, ChildFn fn);
+};
+
+// Defines a child scenario: a static function `int name(const std::string&
+// arg)` that becomes a frame of the chains it makes.
+#define VMTEST_CHILD(name)                                        \
+  VMTEST_NOIPA static int name(const std::string& arg);           \
+  static ::vmtest::ChildRegistrar name##_registrar(#name, &name); \
+  VMTEST_NOIPA static int name(const std::string& arg)
+
+// Called by main() for --vmtest-child=NAME; returns the exit status.
+int RunChildScenario(int argc, char** argv);
+
+// The address main() returns to (in libc's __libc_start_call_main), saved by
+// main() for the child's chain checks.
+extern uint64_t g_main_return;
+
+// In the child: prints an unwind for the parent to parse.
+void EmitUnwind(const std::string& label, const sframe::UnwindResult& r);
+// In the child: prints a named value (e.g. an expected address).
+void EmitValue(const std::string& key, uint64_t value);
+
+// One frame as the parent sees it.
+struct Frame {
+  uint64_t pc = 0;
+  std::string function;  // demangled, without parameters; "?" if unknown
+  std::string where;     // Symbol::to_string(), for messages
+};
+
+struct Chain {
+  std::vector<Frame> frames;
+  sframe::StopReason stop = sframe::StopReason::kNone;
+  uint32_t nr_sframe = 0;
+  uint32_t nr_fp = 0;
+  std::string Describe() const;
+  std::vector<std::string> Functions() const;
+};
+
+struct ChildResult {
+  int exit_status = -1;  // exit code, or 128 + signal
+  std::string output;    // stdout and stderr
+  std::map<std::string, Chain> chains;
+  std::map<std::string, uint64_t> values;
+  uint64_t main_return = 0;
+};
+
+// Runs this program as a child scenario and parses what it printed.
+ChildResult RunChild(const std::string& name, const std::string& arg = "");
+
+// The symbolized form of an unwind, made in the process that unwound.
+Chain Symbolize(const sframe::UnwindResult& r);
+
+// Expectation for a frame in libc: __libc_start_call_main (what main returns
+// into) or start_thread (what a thread's function returns into).
+inline constexpr const char kLibcStartCallMain[] = "__libc_start_call_main";
+inline constexpr const char kStartThread[] = "start_thread";
+
+// frames[i].function == expected[i] for all i, and as many frames.  A libc
+// entry matches a frame at libc_pc when libc has no symbols ("?").
+::testing::AssertionResult ChainIs(const Chain& chain, const std::vector<std::string>& expected,
+                                   uint64_t libc_pc = 0);
+// Only the first expected.size() frames.
+::testing::AssertionResult ChainStartsWith(const Chain& chain,
+                                           const std::vector<std::string>& expected,
+                                           uint64_t libc_pc = 0);
+
+// The frame of Device::unwind_self, first in every chain.
+inline constexpr const char kUnwindSelf[] = "sframe::Device::unwind_self";
+
+// The tail of every chain of a child scenario named scenario.
+std::vector<std::string> ChildTail(const std::string& scenario);
+
+// Path of a file next to this program (test libraries).
+std::string NextToSelf(const std::string& name);
+
+}  // namespace vmtest
+
+#endif  // SFRAME_VMTEST_H
