@@ -546,6 +546,18 @@ TEST_F(UnwindErrorsTest, FlagsSizeAndReserved) {
   EXPECT_EQ(Ioctl(SFRAME_IOC_UNWIND_SELF, &big.req), 0);
 }
 
+// The out fields (nr_frames, stop_reason, nr_sframe, nr_fp) are outputs:
+// the uapi does not ask callers to clear them, so a request can be issued
+// again as it came back.
+TEST_F(UnwindErrorsTest, RequestCanBeReissuedAsItCameBack) {
+  sframe_unwind_self req = Request();
+  ASSERT_EQ(Ioctl(SFRAME_IOC_UNWIND_SELF, &req), 0);
+  ASSERT_GE(req.nr_frames, 1u);
+  EXPECT_EQ(Ioctl(SFRAME_IOC_UNWIND_SELF, &req), 0)
+      << "second call with nr_frames=" << req.nr_frames << " stop_reason=" << req.stop_reason
+      << " left in the struct";
+}
+
 TEST_F(UnwindErrorsTest, UnwritableBuffers) {
   // Frames buffer unmapped.
   sframe::MappedRegion gone =

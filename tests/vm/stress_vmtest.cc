@@ -131,6 +131,8 @@ TEST_F(StressTest, SlabUsageComesBackAfterTenThousandCycles) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     after = SlabObjects();
   }
+  RecordProperty("slab_objects_before", std::to_string(before));
+  RecordProperty("slab_objects_after", std::to_string(after));
   EXPECT_LE(after - before, kMargin)
       << "kmalloc + maple_node objects: " << before << " -> " << after;
 }
@@ -160,6 +162,37 @@ TEST_F(StressTest, SectionsOfAnExitedProcessAreDropped) {
   EXPECT_EQ(after.sections, before.sections);
   EXPECT_EQ(after.processes, before.processes);
   EXPECT_EQ(after.registrations, before.registrations + 1);
+}
+
+// ---- registrations belong to one process ---------------------------------------
+
+TEST_F(StressTest, ForkedChildHasNoSections) {
+  sframe::Registration reg =
+      dev().register_scoped(self_.sframe_addr, self_.sframe_len, self_.text_start, self_.text_len);
+  ASSERT_EQ(dev().stats().mm_sections, 1u);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // The child's address space is a copy, its registry is empty.
+    int rc = 0;
+    try {
+      if (dev().stats().mm_sections != 0) rc |= 1;
+      sframe::UnwindResult r = dev().unwind_self(16, SFRAME_UNWIND_F_SFRAME);
+      if (r.frames.size() != 1 || r.stop_reason != StopReason::kNoCoverage) rc |= 2;
+      // And it can register the same text for itself.
+      dev().register_section(self_.sframe_addr, self_.sframe_len, self_.text_start, self_.text_len);
+      if (dev().stats().mm_sections != 1) rc |= 4;
+    } catch (const sframe::Error&) {
+      rc |= 8;
+    }
+    _exit(rc);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: child saw sections, 2: child unwound with them, "
+                                       "4: child could not register, 8: error";
+  EXPECT_EQ(dev().stats().mm_sections, 1u) << "the parent's registration is untouched";
 }
 
 // ---- an unmapped section ---------------------------------------------------------
