@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -187,7 +188,9 @@ static std::vector<std::string> JumpSlotSymbols(const std::string& path) {
   std::vector<std::string> out;
   elf_version(EV_CURRENT);
   sframe::UniqueFd fd = sframe::UniqueFd::open(path, O_RDONLY);
-  Elf* elf = elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr);
+  std::unique_ptr<Elf, decltype(&elf_end)> owner(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr),
+                                                 &elf_end);
+  Elf* elf = owner.get();
   if (!elf) return out;
   for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
     GElf_Shdr shdr;
@@ -208,7 +211,6 @@ static std::vector<std::string> JumpSlotSymbols(const std::string& path) {
       out.push_back(elf_strptr(elf, symshdr.sh_link, sym.st_name));
     }
   }
-  elf_end(elf);
   return out;
 }
 
