@@ -64,8 +64,8 @@ mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts /dev/pts
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
 ln -sf /proc/self/fd /dev/fd 2>/dev/null
-hostname sframe-vm 2>/dev/null
-ip link set lo up 2>/dev/null
+hostname sframe-vm 2>/dev/null || busybox hostname sframe-vm
+ip link set lo up 2>/dev/null || busybox ip link set lo up
 
 kernel=$(uname -r)
 status kernel "$kernel"
