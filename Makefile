@@ -17,6 +17,11 @@ module:
 install:
 	scripts/dkms-install.sh $(KVER)
 
+# The main job: the module unwinding a program's stack, in a VM booted on
+# Debian's stock kernel (our machines cannot load modules).
+demo:
+	scripts/demo.sh
+
 # Every test: host unit tests and fuzzing, then the VM suite on Debian's
 # stock kernel.  Installs its own dependencies with apt.
 check:
@@ -26,4 +31,4 @@ clean:
 	rm -rf $(BUILD)
 	$(MAKE) -C module clean KDIR=$(KDIR) || true
 
-.PHONY: all host module install check clean
+.PHONY: all host module install demo check clean
