@@ -55,7 +55,7 @@ static bool sframe_all_zero(const u64 *v, size_t n)
 	return true;
 }
 
-static long sframe_ioctl_register(void __user *uarg)
+static long sframe_do_register(void __user *uarg)
 {
 	struct sframe_register req;
 	long ret;
@@ -71,6 +71,16 @@ static long sframe_ioctl_register(void __user *uarg)
 	return sframe_register_section(current->mm, req.sframe_addr,
 				       req.sframe_len, req.text_start,
 				       req.text_len);
+}
+
+static long sframe_ioctl_register(void __user *uarg)
+{
+	long ret = sframe_do_register(uarg);
+
+	/* Every refusal counts, whatever refused it: see the uapi stats. */
+	atomic64_inc(ret ? &sframe_counters.registrations_rejected :
+			   &sframe_counters.registrations);
+	return ret;
 }
 
 static long sframe_ioctl_unregister(void __user *uarg)

@@ -337,11 +337,9 @@ int sframe_register_section(struct mm_struct *mm, u64 sframe_addr,
 	ret = sframe_insert(mm, entry);
 	if (ret)
 		goto fail;
-	atomic64_inc(&sframe_counters.registrations);
 	return 0;
 fail:
 	kfree(entry);
-	atomic64_inc(&sframe_counters.registrations_rejected);
 	return ret;
 }
 
