@@ -121,9 +121,10 @@ static long sframe_ioctl_unwind_self(void __user *uarg)
 				uarg);
 	if (usize < 0)
 		return usize;
+	/* nr_frames, stop_reason and the counts are outputs: not checked, so
+	 * a request can be issued again as it came back. */
 	if (!req.flags || (req.flags & ~SFRAME_UNWIND_F_ALL) ||
-	    req.reserved0 || req.nr_frames || req.stop_reason ||
-	    req.nr_sframe || req.nr_fp ||
+	    req.reserved0 ||
 	    !sframe_all_zero(req.reserved, ARRAY_SIZE(req.reserved)))
 		return -EINVAL;
 	if (!req.max_frames || req.max_frames > SFRAME_MAX_FRAMES)

@@ -38,7 +38,10 @@
  * SFRAME_IOC_REGISTER: register the .sframe section at [sframe_addr,
  * sframe_addr + sframe_len) of the caller's memory as describing the text at
  * [text_start, text_start + text_len).  The section stays in user memory; the
- * module reads it at unwind time and never pins it.
+ * module reads it at unwind time and never pins it.  Rows decoded from it are
+ * cached per process until that process's registrations change, so a
+ * process that rewrites a registered section in place must unregister and
+ * register it again.
  *
  * Errors:
  *   EINVAL      size too small, flags or reserved fields not zero, a zero or
@@ -119,6 +122,8 @@ struct sframe_unwind_self {
 	__u32 flags;       /* SFRAME_UNWIND_F_* */
 	__u64 frames;      /* address of a __u64[max_frames] buffer */
 	__u32 max_frames;  /* in: its capacity */
+	/* The out fields are ignored on input: a request that came back may
+	 * be issued again as it is. */
 	__u32 nr_frames;   /* out: frames stored */
 	__u32 stop_reason; /* out: enum sframe_stop_reason */
 	__u32 nr_sframe;   /* out: frames unwound with SFrame */
