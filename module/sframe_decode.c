@@ -30,10 +30,22 @@
  *
  * Reads are kept few and small because in the kernel each one is a user
  * copy: the binary search reads only the start-address field of each probed
- * FDE, and FREs are read in chunks of FRE_CHUNK bytes.
+ * FDE until the remaining candidates fit in FDE_WINDOW bytes, which it then
+ * reads whole (the FDE found comes from that copy), and FREs are read in
+ * chunks of at most FRE_CHUNK bytes.  A v1 lookup in a table of 5000 FDEs
+ * makes about 11 reads: 9 probes, the window and one chunk of FREs.
  */
 
 #include "sframe_decode.h"
+
+/*
+ * For the per-FRE and per-read helpers of the lookup loops: inlined, they
+ * keep the FDE's fields in registers across the loop.  The kernel defines
+ * it in compiler_types.h.
+ */
+#ifndef __always_inline
+#define __always_inline inline __attribute__((__always_inline__))
+#endif
 
 #define SFRAME_U32_MAX ((uint32_t)~0u)
 
@@ -72,10 +84,11 @@
 #define SFRAME_V3_FLAGS (SFRAME_F_FDE_SORTED | SFRAME_F_FDE_FUNC_START_PCREL)
 
 /*
- * Largest FRE the decoder accepts on AMD64: a 4-byte start offset, the
- * info byte and 6 data words of 4 bytes (v3 flexible FDE: CFA, RA and FP
- * each as a control word plus an offset).  Bigger FREs are refused before
- * their words are read, so a chunk always holds at least one whole field.
+ * Bytes of FREs read at once.  The largest FRE the decoder accepts on
+ * AMD64 is 29 bytes: a 4-byte start offset, the info byte and 6 data words
+ * of 4 bytes (v3 flexible FDE: CFA, RA and FP each as a control word plus
+ * an offset).  Bigger FREs are refused before their words are read, so a
+ * chunk always holds at least one whole FRE.
  */
 #define FRE_CHUNK 64
 
@@ -100,8 +113,8 @@ static inline uint64_t get_le64(const uint8_t *p)
  * more, so a caller's mistake turns into -EINVAL, never into a read past
  * the section.
  */
-static int sec_read(const struct sframe_section *sec, uint64_t off,
-		    void *dst, uint32_t len)
+static inline int sec_read(const struct sframe_section *sec, uint64_t off,
+			   void *dst, uint32_t len)
 {
 	if (off > sec->sec_size || len > sec->sec_size - off)
 		return -EINVAL;
@@ -207,16 +220,21 @@ static inline uint64_t fde_offset(const struct sframe_section *sec,
 	return sec->fde_start + (uint64_t)i * sec->fde_size;
 }
 
-/* Absolute start address from the encoded one of the FDE at fde_off. */
-static inline uint64_t func_start_addr(const struct sframe_section *sec,
-				       uint64_t fde_off, int64_t enc)
+/*
+ * Absolute start address of the FDE copied to b from section offset off:
+ * base is the section's address, pcrel says the field counts from itself
+ * (SFRAME_F_FDE_FUNC_START_PCREL), wide that it has 8 bytes (v3).  They
+ * come as arguments so that the search loops keep them in registers
+ * rather than reload them from the section after every read.
+ */
+static inline uint64_t fde_start_at(uint64_t base, bool pcrel, bool wide,
+				    uint64_t off, const uint8_t *b)
 {
-	/* Address arithmetic is modulo 2^64, as in the unwound process. */
-	uint64_t base = sec->sec_addr;
+	int64_t enc = wide ? (int64_t)get_le64(b) :
+			     (int64_t)(int32_t)get_le32(b);
 
-	if (sec->flags & SFRAME_F_FDE_FUNC_START_PCREL)
-		base += fde_off;
-	return base + (uint64_t)enc;
+	/* Address arithmetic is modulo 2^64, as in the unwound process. */
+	return base + (pcrel ? off : 0) + (uint64_t)enc;
 }
 
 static inline uint32_t fre_addr_size(uint8_t fre_type)
@@ -224,37 +242,157 @@ static inline uint32_t fre_addr_size(uint8_t fre_type)
 	return 1u << fre_type;	/* ADDR1, ADDR2, ADDR4: 0, 1, 2 */
 }
 
-int sframe_get_fde(const struct sframe_section *sec, uint32_t i,
-		   struct sframe_fde *fde)
+/*
+ * Sequential reader over the FRE sub-section that fetches up to FRE_CHUNK
+ * bytes at a time, so that walking a function's FREs costs a few user
+ * copies rather than one per field.  Bytes are used only from [pos, end);
+ * what a chunk holds past end (another function's FREs) is never looked at.
+ */
+struct fre_cursor {
+	const struct sframe_section *sec;
+	uint64_t pos;		/* section offset of the next byte to use */
+	uint64_t end;		/* no byte at or past end is used */
+	uint64_t buf_off;	/* section offset of buf[0] */
+	uint32_t buf_len;	/* valid bytes in buf */
+	uint8_t buf[FRE_CHUNK];
+};
+
+/* Most data words an AMD64 FRE may carry (see read_fre()). */
+#define FRE_MAX_WORDS_DEFAULT 2
+#define FRE_MAX_WORDS_FLEX 6
+
+/*
+ * Point the cursor at byte off of the FRE sub-section with len bytes to
+ * use (off + len <= fre_len, checked by the caller), buffer empty.
+ */
+static inline void cursor_start(struct fre_cursor *c,
+				const struct sframe_section *sec,
+				uint64_t off, uint64_t len)
 {
-	uint8_t b[SFRAME_V2_FDE_SIZE];
-	uint64_t off, data_off, min_bytes;
-	uint32_t fre_off;
-	uint8_t info, info2 = 0;
-	int64_t enc;
+	c->sec = sec;
+	c->pos = sec->fre_start + off;
+	c->end = c->pos + len;
+	c->buf_off = 0;
+	c->buf_len = 0;
+}
+
+/*
+ * Aim the cursor at fde's first FRE, keeping what its buffer holds (v3:
+ * the read of the attribute record brought the first FREs along).
+ */
+static inline void cursor_fres(struct fre_cursor *c,
+			       const struct sframe_section *sec,
+			       const struct sframe_fde *fde)
+{
+	uint32_t words = fde->flex ? FRE_MAX_WORDS_FLEX : FRE_MAX_WORDS_DEFAULT;
+	uint64_t max_len;
+
+	c->sec = sec;
+	c->pos = sec->fre_start + (uint64_t)fde->fre_off;
+	c->end = sec->fre_start + (uint64_t)sec->fre_len;
+	/*
+	 * The function's FREs cannot extend further than num_fres FREs of
+	 * the largest size read_fre() accepts: chunks stop there, so no
+	 * byte of the next function's FREs is copied for nothing.
+	 */
+	max_len = (uint64_t)fde->num_fres *
+		  (fre_addr_size(fde->fre_type) + 1 + words * 4);
+	if (c->pos <= c->end && max_len < c->end - c->pos)
+		c->end = c->pos + max_len;
+}
+
+static inline void cursor_init(struct fre_cursor *c,
+			       const struct sframe_section *sec,
+			       const struct sframe_fde *fde)
+{
+	c->buf_off = 0;
+	c->buf_len = 0;
+	cursor_fres(c, sec, fde);
+}
+
+/*
+ * Make the bytes at the cursor visible: *p points at them and *avail says
+ * how many there are, at least want (<= FRE_CHUNK) unless fewer remain
+ * before end.  A chunk is read only when the buffer holds fewer, so one
+ * check per FRE (want: the largest FRE it may be) covers all its fields.
+ */
+static __always_inline int cursor_peek(struct fre_cursor *c, uint32_t want,
+				       const uint8_t **p, uint32_t *avail)
+{
+	uint64_t left, have;
 	int ret;
 
-	if (i >= sec->num_fdes)
+	if (c->pos > c->end)
 		return -EINVAL;
-	off = fde_offset(sec, i);
-	ret = sec_read(sec, off, b, sec->fde_size);
-	if (ret)
-		return ret;
+	left = c->end - c->pos;
+	if (c->pos >= c->buf_off && c->pos - c->buf_off <= c->buf_len) {
+		have = c->buf_len - (c->pos - c->buf_off);
+		if (have > left)
+			have = left;
+		if (have >= want || have == left) {
+			*p = c->buf + (c->pos - c->buf_off);
+			*avail = (uint32_t)have;
+			return 0;
+		}
+	}
+	have = left < FRE_CHUNK ? left : FRE_CHUNK;
+	if (have) {
+		ret = sec_read(c->sec, c->pos, c->buf, (uint32_t)have);
+		if (ret)
+			return ret;
+	}
+	c->buf_off = c->pos;
+	c->buf_len = (uint32_t)have;
+	*p = c->buf;
+	*avail = (uint32_t)have;
+	return 0;
+}
 
+/*
+ * Decode the FDE whose fde_size bytes, at section offset off, were copied
+ * to b.  A v3 FDE continues in the attribute record that heads its FRE
+ * data: with a cursor c it is read through c, whose first chunk then also
+ * holds the first FREs, and c is left at them; without, it is read alone.
+ */
+static int decode_fde(const struct sframe_section *sec, uint64_t off,
+		      const uint8_t *b, struct sframe_fde *fde,
+		      struct fre_cursor *c)
+{
+	uint64_t data_off, min_bytes;
+	uint32_t fre_off;
+	uint8_t info, info2 = 0;
+	bool pcrel;
+	int ret;
+
+	if (c) {
+		/* Nothing buffered yet (v3 fills it below). */
+		c->buf_off = 0;
+		c->buf_len = 0;
+	}
 	fde->rep_size = 0;
 	fde->flex = 0;
 	fde->signal_frame = false;
 	if (sec->version == 3) {
-		uint8_t a[SFRAME_V3_ATTR_SIZE];
+		uint8_t attr[SFRAME_V3_ATTR_SIZE];
+		const uint8_t *a = attr;
 
-		enc = (int64_t)get_le64(b);
 		fde->func_size = get_le32(b + 8);
 		fre_off = get_le32(b + 12);
 		/* The attribute record heads the function's FRE data. */
 		if ((uint64_t)fre_off + SFRAME_V3_ATTR_SIZE > sec->fre_len)
 			return -EINVAL;
-		ret = sec_read(sec, sec->fre_start + (uint64_t)fre_off, a,
-			       SFRAME_V3_ATTR_SIZE);
+		if (c) {
+			uint32_t avail;
+
+			cursor_start(c, sec, fre_off,
+				     (uint64_t)sec->fre_len - fre_off);
+			ret = cursor_peek(c, FRE_CHUNK, &a, &avail);
+			if (!ret && avail < SFRAME_V3_ATTR_SIZE)
+				ret = -EINVAL;
+		} else {
+			ret = sec_read(sec, sec->fre_start + (uint64_t)fre_off,
+				       attr, SFRAME_V3_ATTR_SIZE);
+		}
 		if (ret)
 			return ret;
 		fde->num_fres = get_le16(a);
@@ -264,7 +402,6 @@ int sframe_get_fde(const struct sframe_section *sec, uint32_t i,
 		fde->signal_frame = SFRAME_V3_FUNC_SIGNAL_P(info);
 		data_off = (uint64_t)fre_off + SFRAME_V3_ATTR_SIZE;
 	} else {
-		enc = (int32_t)get_le32(b);
 		fde->func_size = get_le32(b + 4);
 		fre_off = get_le32(b + 8);
 		fde->num_fres = get_le32(b + 12);
@@ -274,7 +411,9 @@ int sframe_get_fde(const struct sframe_section *sec, uint32_t i,
 		data_off = fre_off;
 	}
 
-	fde->func_start = func_start_addr(sec, off, enc);
+	pcrel = sec->flags & SFRAME_F_FDE_FUNC_START_PCREL;
+	fde->func_start = fde_start_at(sec->sec_addr, pcrel, sec->version == 3,
+				       off, b);
 	fde->fre_type = SFRAME_FUNC_FRE_TYPE(info);
 	fde->pc_type = SFRAME_FUNC_PC_TYPE(info);
 	if (fde->fre_type > 2)
@@ -311,98 +450,132 @@ int sframe_get_fde(const struct sframe_section *sec, uint32_t i,
 	if (data_off > sec->fre_len || min_bytes > sec->fre_len - data_off)
 		return -EINVAL;
 	fde->fre_off = (uint32_t)data_off;
+	if (c)
+		cursor_fres(c, sec, fde);
 	return 0;
 }
 
-/*
- * Sequential reader over the FRE sub-section that fetches FRE_CHUNK bytes
- * at a time, so that walking a function's FREs costs a few user copies
- * rather than one per field.
- */
-struct fre_cursor {
-	const struct sframe_section *sec;
-	uint64_t pos;		/* section offset of the next byte to use */
-	uint64_t end;		/* end of the FRE sub-section */
-	uint64_t buf_off;	/* section offset of buf[0] */
-	uint32_t buf_len;	/* valid bytes in buf */
-	uint8_t buf[FRE_CHUNK];
-};
-
-/* Most data words an AMD64 FRE may carry (see decode_fre()). */
-#define FRE_MAX_WORDS_DEFAULT 2
-#define FRE_MAX_WORDS_FLEX 6
-
-static void cursor_init(struct fre_cursor *c, const struct sframe_section *sec,
-			const struct sframe_fde *fde)
+/* Read FDE i and decode it; with c, leave c at its first FRE. */
+static int read_fde(const struct sframe_section *sec, uint32_t i,
+		    struct sframe_fde *fde, struct fre_cursor *c)
 {
-	uint32_t words = fde->flex ? FRE_MAX_WORDS_FLEX : FRE_MAX_WORDS_DEFAULT;
-	uint64_t max_len;
-
-	c->sec = sec;
-	c->pos = sec->fre_start + (uint64_t)fde->fre_off;
-	c->end = sec->fre_start + (uint64_t)sec->fre_len;
-	/*
-	 * The function's FREs cannot extend further than num_fres FREs of
-	 * the largest size decode_fre() accepts: chunks stop there, so no
-	 * byte of the next function's FREs is copied for nothing.
-	 */
-	max_len = (uint64_t)fde->num_fres *
-		  (fre_addr_size(fde->fre_type) + 1 + words * 4);
-	if (c->pos <= c->end && max_len < c->end - c->pos)
-		c->end = c->pos + max_len;
-	c->buf_off = 0;
-	c->buf_len = 0;
-}
-
-/*
- * Point *p at len (<= FRE_CHUNK) bytes at the cursor and advance it.
- * Bytes past the FRE sub-section are -EINVAL: an FRE that runs past
- * sfh_fre_len is malformed.
- */
-static int cursor_take(struct fre_cursor *c, uint32_t len, const uint8_t **p)
-{
-	uint64_t want;
+	uint8_t b[SFRAME_V2_FDE_SIZE];
+	uint64_t off;
 	int ret;
 
-	if (c->pos > c->end || len > c->end - c->pos)
+	if (i >= sec->num_fdes)
 		return -EINVAL;
-	if (c->pos < c->buf_off || c->pos + len > c->buf_off + c->buf_len) {
-		want = c->end - c->pos;
-		if (want > FRE_CHUNK)
-			want = FRE_CHUNK;
-		ret = sec_read(c->sec, c->pos, c->buf, (uint32_t)want);
-		if (ret)
-			return ret;
-		c->buf_off = c->pos;
-		c->buf_len = (uint32_t)want;
-	}
-	*p = c->buf + (c->pos - c->buf_off);
-	c->pos += len;
-	return 0;
-}
-
-/* Read one data word, signed or unsigned, of size 1, 2 or 4. */
-static int cursor_word(struct fre_cursor *c, uint32_t size, bool is_signed,
-		       int64_t *val)
-{
-	const uint8_t *p;
-	int ret;
-
-	ret = cursor_take(c, size, &p);
+	off = fde_offset(sec, i);
+	ret = sec_read(sec, off, b, sec->fde_size);
 	if (ret)
 		return ret;
-	switch (size) {
-	case 1:
-		*val = is_signed ? (int64_t)(int8_t)p[0] : (int64_t)p[0];
-		break;
-	case 2:
-		*val = is_signed ? (int64_t)(int16_t)get_le16(p) :
-				   (int64_t)get_le16(p);
-		break;
-	default:
-		*val = is_signed ? (int64_t)(int32_t)get_le32(p) :
-				   (int64_t)get_le32(p);
-		break;
+	return decode_fde(sec, off, b, fde, c);
+}
+
+int sframe_get_fde(const struct sframe_section *sec, uint32_t i,
+		   struct sframe_fde *fde)
+{
+	return read_fde(sec, i, fde, NULL);
+}
+
+/*
+ * One FRE as copied from the section, its words not yet interpreted.  A
+ * lookup reads FREs until the first one past the PC and turns only the
+ * one before it into a row.
+ */
+struct fre_raw {
+	uint32_t start;		/* start offset within the function */
+	uint8_t info;
+	uint8_t n;		/* data words, at most FRE_MAX_WORDS_FLEX */
+	uint8_t wsize;		/* bytes per word: 1, 2 or 4 */
+	uint32_t w[FRE_MAX_WORDS_FLEX];	/* zero-extended */
+};
+
+/* Word k sign-extended, for offsets (control words are unsigned). */
+static inline int32_t fre_sword(const struct fre_raw *f, uint32_t k)
+{
+	if (f->wsize == 1)
+		return (int8_t)f->w[k];
+	if (f->wsize == 2)
+		return (int16_t)f->w[k];
+	return (int32_t)f->w[k];
+}
+
+/*
+ * Read the FRE at the cursor into f, checking everything its size and
+ * position depend on: start inside the function (and the PC-mask block),
+ * word size code, word count, and that its bytes lie before the cursor's
+ * end.
+ */
+static __always_inline int read_fre(const struct sframe_section *sec,
+				    const struct sframe_fde *fde,
+				    struct fre_cursor *c, struct fre_raw *f)
+{
+	uint32_t asize = fre_addr_size(fde->fre_type);
+	uint32_t max_words = fde->flex ? FRE_MAX_WORDS_FLEX :
+					 FRE_MAX_WORDS_DEFAULT;
+	uint32_t n, code, k, len, avail;
+	const uint8_t *p;
+	uint32_t start;
+	int ret;
+
+	/* The largest FRE is 29 bytes, so a chunk can always hold it. */
+	ret = cursor_peek(c, asize + 1 + max_words * 4, &p, &avail);
+	if (ret)
+		return ret;
+	if (avail < asize + 1)
+		return -EINVAL;
+	if (asize == 1)
+		start = p[0];
+	else if (asize == 2)
+		start = get_le16(p);
+	else
+		start = get_le32(p);
+	f->start = start;
+	f->info = p[asize];
+	p += asize + 1;
+
+	/*
+	 * A row must start inside the function (a zero-sized function may
+	 * carry a row at 0, as libsframe allows) and, for a PC-mask FDE,
+	 * inside the repeated block.
+	 */
+	if (start >= fde->func_size && !(start == 0 && fde->func_size == 0))
+		return -EINVAL;
+	if (fde->pc_type == SFRAME_PC_MASK && fde->rep_size &&
+	    start >= fde->rep_size)
+		return -EINVAL;
+
+	n = SFRAME_FRE_WORD_COUNT(f->info);
+	code = SFRAME_FRE_WORD_SIZE_CODE(f->info);
+	/*
+	 * AMD64 default FREs carry the CFA offset and maybe the FP offset
+	 * (not with a fixed FP offset, which leaves no room for one);
+	 * flexible ones up to three pairs.  Zero words (v2 on) mark the
+	 * outermost frame.
+	 */
+	if (code > 2 || n > max_words || (n == 0 && sec->version == 1))
+		return -EINVAL;
+	if (n == FRE_MAX_WORDS_DEFAULT && !fde->flex && sec->fixed_fp_offset)
+		return -EINVAL;
+	f->n = (uint8_t)n;
+	f->wsize = (uint8_t)(1u << code);
+
+	/*
+	 * avail is short of the peeked size only when the cursor's end is
+	 * near: then an FRE longer than avail runs past it.
+	 */
+	len = asize + 1 + (n << code);
+	if (len > avail)
+		return -EINVAL;
+	c->pos += len;
+	for (k = 0; k < n; k++) {
+		if (code == 0)
+			f->w[k] = p[k];
+		else if (code == 1)
+			f->w[k] = get_le16(p + 2 * k);
+		else
+			f->w[k] = get_le32(p + 4 * k);
 	}
 	return 0;
 }
@@ -442,113 +615,41 @@ static int flex_loc(uint32_t ctl, int32_t off, struct sframe_loc *loc)
  * single padding word 0 when only the FP follows; absent entities keep
  * their defaults (RA at the fixed offset, FP unchanged or fixed).
  */
-static int decode_flex(struct fre_cursor *c, uint32_t n, uint32_t wsize,
-		       struct sframe_row *row)
+static int decode_flex(const struct fre_raw *f, struct sframe_row *row)
 {
-	int64_t ctl, off;
-	int ret, k;
+	uint32_t ctl, k = 0;
+	int e, ret;
 
-	if (n < 2)
+	if (f->n < 2)
 		return -EINVAL;
-	ret = cursor_word(c, wsize, false, &ctl);
-	if (!ret)
-		ret = cursor_word(c, wsize, true, &off);
-	if (ret)
-		return ret;
-	n -= 2;
+	ctl = f->w[k++];
 	/* The CFA is always register based. */
 	if (!SFRAME_FLEX_REG_P(ctl) || SFRAME_FLEX_REGNUM(ctl) > 0xff)
 		return -EINVAL;
 	row->cfa_reg = (uint8_t)SFRAME_FLEX_REGNUM(ctl);
 	row->cfa_deref = SFRAME_FLEX_DEREF_P(ctl);
-	row->cfa_offset = (int32_t)off;
+	row->cfa_offset = fre_sword(f, k++);
 
-	/* k = 0: RA, k = 1: FP */
-	for (k = 0; k < 2 && n; k++) {
-		ret = cursor_word(c, wsize, false, &ctl);
-		if (ret)
-			return ret;
-		n--;
+	/* e = 0: RA, e = 1: FP */
+	for (e = 0; e < 2 && k < f->n; e++) {
+		ctl = f->w[k++];
 		if (!ctl)
 			continue;	/* padding */
-		if (!n)
+		if (k == f->n)
 			return -EINVAL;
-		ret = cursor_word(c, wsize, true, &off);
-		if (ret)
-			return ret;
-		n--;
-		ret = flex_loc((uint32_t)ctl, (int32_t)off,
-			       k ? &row->fp : &row->ra);
+		ret = flex_loc(ctl, fre_sword(f, k++), e ? &row->fp : &row->ra);
 		if (ret)
 			return ret;
 	}
-	return n ? -EINVAL : 0;
+	return k < f->n ? -EINVAL : 0;
 }
 
-/*
- * Decode the FRE at the cursor.  If row is NULL only its start offset is
- * decoded and its data words are skipped (validated for size only).
- */
-static int decode_fre(const struct sframe_section *sec,
-		      const struct sframe_fde *fde, struct fre_cursor *c,
-		      uint32_t *start_off, struct sframe_row *row)
+/* Turn an FRE that read_fre() accepted into the unwind rule it gives. */
+static int fre_to_row(const struct sframe_section *sec,
+		      const struct sframe_fde *fde, const struct fre_raw *f,
+		      struct sframe_row *row)
 {
-	uint32_t asize = fre_addr_size(fde->fre_type);
-	uint32_t n, wsize, code;
-	const uint8_t *p;
-	uint32_t start;
-	uint8_t info;
-	int64_t w;
-	int ret;
-
-	ret = cursor_take(c, asize + 1, &p);
-	if (ret)
-		return ret;
-	if (asize == 1)
-		start = p[0];
-	else if (asize == 2)
-		start = get_le16(p);
-	else
-		start = get_le32(p);
-	info = p[asize];
-
-	/*
-	 * A row must start inside the function (a zero-sized function may
-	 * carry a row at 0, as libsframe allows) and, for a PC-mask FDE,
-	 * inside the repeated block.
-	 */
-	if (start >= fde->func_size && !(start == 0 && fde->func_size == 0))
-		return -EINVAL;
-	if (fde->pc_type == SFRAME_PC_MASK && fde->rep_size &&
-	    start >= fde->rep_size)
-		return -EINVAL;
-
-	n = SFRAME_FRE_WORD_COUNT(info);
-	code = SFRAME_FRE_WORD_SIZE_CODE(info);
-	if (code > 2)
-		return -EINVAL;
-	wsize = 1u << code;
-	/*
-	 * AMD64 default FREs carry the CFA offset and maybe the FP offset;
-	 * flexible ones up to three pairs.  Zero words (v2 on) mark the
-	 * outermost frame.
-	 */
-	if (n > (fde->flex ? FRE_MAX_WORDS_FLEX : FRE_MAX_WORDS_DEFAULT) ||
-	    (n == 0 && sec->version == 1))
-		return -EINVAL;
-	*start_off = start;
-
-	if (!row) {
-		/* Skip the words; cursor_take() bounds the skip. */
-		while (n--) {
-			ret = cursor_word(c, wsize, false, &w);
-			if (ret)
-				return ret;
-		}
-		return 0;
-	}
-
-	row->start_off = start;
+	row->start_off = f->start;
 	row->signal_frame = fde->signal_frame;
 	row->outermost = false;
 	row->cfa_deref = false;
@@ -566,7 +667,7 @@ static int decode_fre(const struct sframe_section *sec,
 		row->fp.offset = 0;
 	}
 
-	if (n == 0) {
+	if (f->n == 0) {
 		/* RA undefined: the unwind ends here, successfully. */
 		row->outermost = true;
 		row->cfa_reg = SFRAME_REG_RSP;
@@ -577,23 +678,14 @@ static int decode_fre(const struct sframe_section *sec,
 	}
 
 	if (fde->flex)
-		return decode_flex(c, n, wsize, row);
+		return decode_flex(f, row);
 
-	row->cfa_reg = SFRAME_FRE_BASE_REG_SP(info) ? SFRAME_REG_RSP :
-						      SFRAME_REG_RBP;
-	ret = cursor_word(c, wsize, true, &w);
-	if (ret)
-		return ret;
-	row->cfa_offset = (int32_t)w;
-	if (n == 2) {
-		/* A fixed FP offset leaves no room for one per FRE. */
-		if (sec->fixed_fp_offset)
-			return -EINVAL;
-		ret = cursor_word(c, wsize, true, &w);
-		if (ret)
-			return ret;
+	row->cfa_reg = SFRAME_FRE_BASE_REG_SP(f->info) ? SFRAME_REG_RSP :
+							 SFRAME_REG_RBP;
+	row->cfa_offset = fre_sword(f, 0);
+	if (f->n == 2) {
 		row->fp.kind = SFRAME_LOC_CFA_OFFSET;
-		row->fp.offset = (int32_t)w;
+		row->fp.offset = fre_sword(f, 1);
 	}
 	/* The mangled-RA bit (7) is aarch64's; AMD64 ignores it. */
 	return 0;
@@ -604,7 +696,8 @@ int sframe_get_fre(const struct sframe_section *sec,
 		   struct sframe_row *row)
 {
 	struct fre_cursor c;
-	uint32_t k, start, prev = 0;
+	struct fre_raw f;
+	uint32_t k, prev = 0;
 	int ret;
 
 	if (j >= fde->num_fres || fde->fre_type > 2)
@@ -612,14 +705,14 @@ int sframe_get_fre(const struct sframe_section *sec,
 	cursor_init(&c, sec, fde);
 	/* FREs have no index: walk from the first, checking the order. */
 	for (k = 0; k <= j; k++) {
-		ret = decode_fre(sec, fde, &c, &start, k == j ? row : NULL);
+		ret = read_fre(sec, fde, &c, &f);
 		if (ret)
 			return ret;
-		if (k && start <= prev)
+		if (k && f.start <= prev)
 			return -EINVAL;
-		prev = start;
+		prev = f.start;
 	}
-	return 0;
+	return fre_to_row(sec, fde, &f, row);
 }
 
 int sframe_validate(const struct sframe_section *sec, uint64_t text_start,
@@ -628,8 +721,9 @@ int sframe_validate(const struct sframe_section *sec, uint64_t text_start,
 	struct sframe_fde fde;
 	struct sframe_row row;
 	struct fre_cursor c;
+	struct fre_raw f;
 	uint64_t prev_end = 0, total_fres = 0;
-	uint32_t i, j, start, prev;
+	uint32_t i, j, prev;
 	int ret;
 
 	/* The lookups need a binary search; unsorted tables are not read. */
@@ -639,7 +733,7 @@ int sframe_validate(const struct sframe_section *sec, uint64_t text_start,
 		return -EINVAL;
 
 	for (i = 0; i < sec->num_fdes; i++) {
-		ret = sframe_get_fde(sec, i, &fde);
+		ret = read_fde(sec, i, &fde, &c);
 		if (ret)
 			return ret;
 		if (fde.func_start < text_start ||
@@ -651,15 +745,16 @@ int sframe_validate(const struct sframe_section *sec, uint64_t text_start,
 			return -EINVAL;
 		prev_end = fde.func_start + fde.func_size;
 
-		cursor_init(&c, sec, &fde);
 		prev = 0;
 		for (j = 0; j < fde.num_fres; j++) {
-			ret = decode_fre(sec, &fde, &c, &start, &row);
+			ret = read_fre(sec, &fde, &c, &f);
+			if (!ret)
+				ret = fre_to_row(sec, &fde, &f, &row);
 			if (ret)
 				return ret;
-			if (j && start <= prev)
+			if (j && f.start <= prev)
 				return -EINVAL;
-			prev = start;
+			prev = f.start;
 		}
 		total_fres += fde.num_fres;
 	}
@@ -668,33 +763,33 @@ int sframe_validate(const struct sframe_section *sec, uint64_t text_start,
 	return 0;
 }
 
-/* Read only the start-address field of FDE i: 4 (v1, v2) or 8 (v3) bytes. */
-static int probe_start(const struct sframe_section *sec, uint32_t i,
-		       uint64_t *addr)
-{
-	uint64_t off = fde_offset(sec, i);
-	uint8_t b[8];
-	int64_t enc;
-	int ret;
+/*
+ * The binary search ends with one read of the FDEs still in question once
+ * they fit in FDE_WINDOW bytes (15 v1, 12 v2 or 16 v3 FDEs): that read
+ * replaces the last three or four probes and the read of the FDE found,
+ * which then comes from the same copy as the start addresses it was chosen
+ * by.  In the kernel it costs at most 32 unsafe_get_user() loads in one
+ * user access window instead of four or five windows.  The copy lives on
+ * the stack, so it stays small.
+ */
+#define FDE_WINDOW 256
 
-	if (sec->version == 3) {
-		ret = sec_read(sec, off, b, 8);
-		enc = (int64_t)get_le64(b);
-	} else {
-		ret = sec_read(sec, off, b, 4);
-		enc = (int32_t)get_le32(b);
-	}
-	if (ret)
-		return ret;
-	*addr = func_start_addr(sec, off, enc);
-	return 0;
-}
-
-int sframe_find_fde(const struct sframe_section *sec, uint64_t pc,
-		    struct sframe_fde *fde)
+/*
+ * Find and decode the FDE covering pc; with c (see decode_fde()), leave c
+ * at its first FRE.
+ */
+static int find_fde(const struct sframe_section *sec, uint64_t pc,
+		    struct sframe_fde *fde, struct fre_cursor *c)
 {
-	uint32_t lo = 0, hi = sec->num_fdes, mid;
-	uint64_t addr;
+	const uint64_t base = sec->sec_addr;
+	const uint64_t table = sec->fde_start;
+	const uint32_t size = sec->fde_size;
+	const uint32_t win_fdes = FDE_WINDOW / size;
+	const bool pcrel = sec->flags & SFRAME_F_FDE_FUNC_START_PCREL;
+	const bool wide = sec->version == 3;	/* 8-byte start field */
+	uint32_t lo = 0, n = sec->num_fdes, half, k, below;
+	uint8_t win[FDE_WINDOW];
+	uint64_t off;
 	int ret;
 
 	/* Only sorted tables can be searched; see sframe_validate(). */
@@ -702,28 +797,49 @@ int sframe_find_fde(const struct sframe_section *sec, uint64_t pc,
 		return -EOPNOTSUPP;
 
 	/*
-	 * Find the last FDE whose start is <= pc, keeping start[lo - 1] <= pc
-	 * < start[hi]: at most 32 probes whatever the table says.
+	 * The FDE covering pc is the last one starting at or below it; in a
+	 * sorted table it is among FDEs lo to lo + n - 1, or there is none.
+	 * Halve that range, reading only the start-address field of the
+	 * FDE probed, until it fits in the window.  n shrinks by half each
+	 * time whatever the table says: at most 32 probes.  The update is
+	 * written so that compilers make it a conditional move (gcc does,
+	 * for the host and the kernel): a branch on it would be mispredicted
+	 * half of the time, and that was most of a lookup's time.
 	 */
-	while (lo < hi) {
-		mid = lo + (hi - lo) / 2;
-		ret = probe_start(sec, mid, &addr);
+	while (n > win_fdes) {
+		half = n / 2;
+		off = table + (uint64_t)(lo + half) * size;
+		ret = sec_read(sec, off, win, wide ? 8 : 4);
 		if (ret)
 			return ret;
-		if (addr <= pc)
-			lo = mid + 1;
-		else
-			hi = mid;
+		below = fde_start_at(base, pcrel, wide, off, win) <= pc;
+		lo = below ? lo + half : lo;
+		n -= half;
 	}
-	if (!lo)
-		return -ENOENT;
+	if (!n)
+		return -ENOENT;	/* no FDEs */
+	/* n <= win_fdes, so n * size <= FDE_WINDOW. */
+	off = table + (uint64_t)lo * size;
+	ret = sec_read(sec, off, win, n * size);
+	if (ret)
+		return ret;
 
 	/*
-	 * Decode the whole FDE; its start is read again and may differ from
-	 * the probe if the section changed, so coverage is judged on what
-	 * was decoded.
+	 * Search the copy: in a sorted table the FDEs starting at or below
+	 * pc come first, so counting them finds the last one, again with no
+	 * branch to mispredict.  The section may have changed since the
+	 * probes, so nothing is assumed of the copy: below is an index in it
+	 * whatever it holds, the FDE picked is decoded from it and coverage
+	 * is judged on what was decoded.
 	 */
-	ret = sframe_get_fde(sec, lo - 1, fde);
+	below = 0;
+	for (k = 0; k < n; k++)
+		below += fde_start_at(base, pcrel, wide, off + k * size,
+				      win + k * size) <= pc;
+	if (!below)
+		return -ENOENT;	/* pc below the first FDE */
+	k = below - 1;
+	ret = decode_fde(sec, off + k * size, win + k * size, fde, c);
 	if (ret)
 		return ret;
 	if (pc < fde->func_start || pc - fde->func_start >= fde->func_size)
@@ -731,17 +847,23 @@ int sframe_find_fde(const struct sframe_section *sec, uint64_t pc,
 	return 0;
 }
 
+int sframe_find_fde(const struct sframe_section *sec, uint64_t pc,
+		    struct sframe_fde *fde)
+{
+	return find_fde(sec, pc, fde, NULL);
+}
+
 int sframe_find_row(const struct sframe_section *sec, uint64_t pc,
 		    struct sframe_row *row)
 {
 	struct sframe_fde fde;
-	struct sframe_row cur;
 	struct fre_cursor c;
-	uint32_t off, rep, j, start, prev = 0;
-	bool found = false;
+	struct fre_raw f[2];	/* the last FRE at or below off, the next */
+	uint32_t off, rep, j, prev = 0;
+	int last = -1, k = 0;
 	int ret;
 
-	ret = sframe_find_fde(sec, pc, &fde);
+	ret = find_fde(sec, pc, &fde, &c);
 	if (ret)
 		return ret;
 
@@ -755,20 +877,25 @@ int sframe_find_row(const struct sframe_section *sec, uint64_t pc,
 	/*
 	 * The rule is the last FRE starting at or below off.  FREs are in
 	 * increasing order, so the scan stops at the first one past off.
+	 * Each FRE read is checked for what the walk relies on (order,
+	 * bounds, size); only the one chosen is turned into a row, and its
+	 * words checked, from the same copy its start was judged on.
+	 * sframe_validate() checks every row.
 	 */
-	cursor_init(&c, sec, &fde);
 	for (j = 0; j < fde.num_fres; j++) {
-		ret = decode_fre(sec, &fde, &c, &start, &cur);
+		ret = read_fre(sec, &fde, &c, &f[k]);
 		if (ret)
 			return ret;
-		if (j && start <= prev)
+		if (j && f[k].start <= prev)
 			return -EINVAL;
-		prev = start;
-		if (start > off)
+		prev = f[k].start;
+		if (prev > off)
 			break;
-		*row = cur;
-		found = true;
+		last = k;
+		k ^= 1;
 	}
 	/* A PC before the first row has no rule, like an uncovered one. */
-	return found ? 0 : -ENOENT;
+	if (last < 0)
+		return -ENOENT;
+	return fre_to_row(sec, &fde, &f[last], row);
 }

@@ -214,14 +214,26 @@ TEST_P(RealSection, FindRowForEveryTextPc)
 	EXPECT_EQ(dec->stats.out_of_range, 0u);
 }
 
+// sframe_source.on_read hook: appends {offset, length} of every read.
+void record_read(void *arg, uint64_t off, uint32_t len)
+{
+	((std::vector<std::pair<uint64_t, uint32_t>> *)arg)->emplace_back(off,
+									 len);
+}
+
 TEST_P(RealSection, LookupsReadLittle)
 {
-	// Binary search: one 4-byte read per probe, then one FDE read; the
-	// FRE walk reads chunks of at most 64 bytes, fewer reads than FREs
-	// for functions with many rows.
+	// Binary search: one 4-byte read per probe, halving the candidates
+	// until they fit in 256 bytes, then one read of all of them (the FDE
+	// found is decoded from it, not read again); the FRE walk reads
+	// chunks of at most 64 bytes, fewer reads than FREs for functions
+	// with many rows.  These sections are v1 (binutils 2.40).
 	const auto &fdes = prog->dump.fdes;
 	const uint32_t n = dec->sec.num_fdes;
-	const unsigned max_probes = (unsigned)std::ceil(std::log2(n + 1.0)) + 1;
+	const uint32_t size = dec->sec.fde_size;
+	unsigned want_probes = 0;
+	for (uint32_t m = n; m > 256 / size; m -= m / 2)
+		want_probes++;
 	std::mt19937_64 rng(42);
 	for (int t = 0; t < 500; t++) {
 		const ReadelfFde &f = fdes[rng() % fdes.size()];
@@ -230,19 +242,32 @@ TEST_P(RealSection, LookupsReadLittle)
 		dec->reset_stats();
 		ASSERT_EQ(sframe_find_fde(&dec->sec, pc, &fde), 0);
 		uint64_t probes = dec->stats.reads - 1;
-		EXPECT_LE(probes, max_probes);
-		EXPECT_EQ(dec->stats.bytes, probes * 4 + dec->sec.fde_size);
-		EXPECT_EQ(dec->stats.last_len, dec->sec.fde_size);
+		EXPECT_EQ(probes, want_probes);
+		uint32_t window = dec->stats.last_len;
+		EXPECT_EQ(dec->stats.bytes, probes * 4 + window);
+		EXPECT_EQ(window % size, 0u);
+		EXPECT_GE(window, size);
+		EXPECT_LE(window, 256u);
 
-		dec->reset_stats();
+		// The same search, then the walk: every read after the
+		// window lies in the FRE sub-section and is a chunk of at
+		// most 64 bytes.
+		std::vector<std::pair<uint64_t, uint32_t>> reads;
+		dec->src.on_read = record_read;
+		dec->src.on_read_arg = &reads;
 		sframe_row row;
 		ASSERT_EQ(sframe_find_row(&dec->sec, pc, &row), 0);
-		uint64_t walk = dec->stats.reads - probes - 1;
-		EXPECT_LE(dec->stats.max_len, 64u);
+		dec->src.on_read = nullptr;
+		ASSERT_GE(reads.size(), probes + 2);
+		EXPECT_EQ(reads[probes].second, window);
+		uint64_t walk = reads.size() - probes - 1;
+		for (size_t i = probes + 1; i < reads.size(); i++) {
+			EXPECT_GE(reads[i].first, dec->sec.fre_start);
+			EXPECT_LE(reads[i].second, 64u);
+		}
 		// Largest v1 AMD64 FRE: 4-byte start, info, two 4-byte words.
 		uint64_t fre_bytes = (uint64_t)fde.num_fres * 13;
 		EXPECT_LE(walk, 1 + fre_bytes / (64 - 13));
-		EXPECT_GE(walk, 1u);
 	}
 }
 

@@ -379,6 +379,49 @@ TEST(V3, TypicalSectionEveryPc)
 	}
 }
 
+// A lookup reads the start field of each FDE the binary search probes
+// (4 bytes in v2, 8 in v3) until the candidates fit in 256 bytes, then
+// those FDEs in one read, then the function's FREs in one chunk: in v3
+// the attribute record heading them comes in that same chunk.
+TEST(V3, LookupReadsProbesWindowAndOneChunk)
+{
+	for (uint8_t version : { 2, 3 }) {
+		SCOPED_TRACE((int)version);
+		BSection s;
+		s.version = version;
+		s.sec_addr = kSecAddr;
+		for (int i = 0; i < 300; i++) {
+			BFde f;
+			f.start = 0x401000 + 0x40 * i;
+			f.size = 0x40;
+			f.fres = { fre(0, true, 8), fre_fp(1, true, 16, -16),
+				   fre(0x3e, true, 8) };
+			s.fdes.push_back(f);
+		}
+		Decoder d(build(s));
+		ASSERT_EQ(d.init(kSecAddr), 0);
+		const uint32_t size = d.sec.fde_size;
+		unsigned probes = 0;
+		for (uint32_t m = d.sec.num_fdes; m > 256 / size; m -= m / 2)
+			probes++;
+		for (uint32_t i = 0; i < d.sec.num_fdes; i++) {
+			sframe_fde fde;
+			ASSERT_EQ(sframe_get_fde(&d.sec, i, &fde), 0);
+			uint64_t fres = d.sec.fre_start + fde.fre_off -
+					(version == 3 ? 5 : 0);
+			sframe_row row;
+			d.reset_stats();
+			ASSERT_EQ(sframe_find_row(&d.sec, fde.func_start + 2,
+						  &row), 0);
+			EXPECT_EQ(row.start_off, 1u);
+			EXPECT_EQ(d.stats.reads, probes + 2u) << i;
+			EXPECT_EQ(d.stats.last_off, fres) << i;
+			EXPECT_LE(d.stats.max_len, 256u);
+		}
+		EXPECT_EQ(d.stats.out_of_range, 0u);
+	}
+}
+
 TEST(V3, SixtyFourBitStartOffsets)
 {
 	// v3 start offsets are 64-bit: the section may be farther than
