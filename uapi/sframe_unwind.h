@@ -160,4 +160,137 @@ struct sframe_stats {
 #define SFRAME_IOC_UNWIND_SELF _IOWR(SFRAME_IOC_MAGIC, 3, struct sframe_unwind_self)
 #define SFRAME_IOC_GET_STATS   _IOWR(SFRAME_IOC_MAGIC, 4, struct sframe_stats)
 
+/*
+ * ---- Sessions: stitched kernel + user stacks of perf samples -------------
+ *
+ * A profiler opens a perf sampling event on its target (perf_event_open(),
+ * e.g. PERF_COUNT_SW_CPU_CLOCK; no PERF_SAMPLE_CALLCHAIN needed) and starts
+ * a session on an open /dev/sframe_unwind with SFRAME_IOC_SESSION_START.
+ * From then on, every sample of a perf event owned by the caller's process
+ * whose task matches the session's target produces one record: the kernel
+ * stack captured at sample time, stitched to the user stack unwound when
+ * that task returns to user space (where page faults are allowed).  All
+ * samples taken while a task stays in the kernel share one user unwind and
+ * one cookie.  Records are read with read() (whole records only; a buffer
+ * too small for the next record is EINVAL) and waited for with poll().
+ * One session per open file; closing the file ends the session.
+ */
+
+/* Which tasks a session follows, in sframe_session_start.target_type. */
+#define SFRAME_TARGET_THREAD  1 /* the thread target_id */
+#define SFRAME_TARGET_PROCESS 2 /* every thread of the process target_id */
+#define SFRAME_TARGET_ALL     3 /* every task (perf's CPU-wide rule) */
+
+/* Defaults and limits of a session. */
+#define SFRAME_SESSION_DEFAULT_BUFFER (1u << 20)
+#define SFRAME_SESSION_MIN_BUFFER     (1u << 16)
+#define SFRAME_SESSION_MAX_BUFFER     (64u << 20)
+#define SFRAME_SESSION_DEFAULT_USER_FRAMES 127
+#define SFRAME_SESSION_MAX_KERNEL_FRAMES   64
+
+/* sframe_session_start.out_flags */
+#define SFRAME_SESSION_KERNEL_VISIBLE (1u << 0) /* kernel addresses shown */
+
+/*
+ * SFRAME_IOC_SESSION_START: make this open file a session.
+ *
+ * Permissions follow perf_event_open(): with CAP_PERFMON or CAP_SYS_ADMIN
+ * everything is allowed; otherwise kernel.perf_event_paranoid must be at
+ * most 2 (at most 0 for SFRAME_TARGET_ALL) and the caller must be allowed
+ * to ptrace-read the target.  Kernel addresses are shown only with
+ * CAP_PERFMON/CAP_SYS_ADMIN or perf_event_paranoid <= 1; otherwise records
+ * carry no kernel frames and SFRAME_SAMPLE_F_KERNEL_HIDDEN.
+ *
+ * Errors: EINVAL (size, flags, reserved, target_type, limits), E2BIG,
+ * ESRCH (no such target), EACCES (perf_event_paranoid forbids it), EPERM
+ * (the target belongs to someone the caller may not trace), EBUSY (this
+ * file already is a session), ENOMEM.
+ */
+struct sframe_session_start {
+	__u32 size;             /* sizeof(struct sframe_session_start) */
+	__u32 flags;            /* 0 */
+	__u32 target_type;      /* SFRAME_TARGET_* */
+	__s32 target_id;        /* tid or pid in the caller's pid namespace;
+				   0 for SFRAME_TARGET_ALL */
+	__u32 max_user_frames;  /* 0: default; at most SFRAME_MAX_FRAMES */
+	__u32 max_kernel_frames; /* 0: default (and max)
+				    SFRAME_SESSION_MAX_KERNEL_FRAMES */
+	__u32 buffer_size;      /* bytes; 0: default; rounded up to a power
+				   of two within [MIN, MAX]_BUFFER */
+	__u32 unwind_flags;     /* SFRAME_UNWIND_F_*; 0: SFRAME_UNWIND_F_ALL */
+	__u32 out_flags;        /* out: SFRAME_SESSION_* */
+	__u32 reserved0;        /* 0 */
+	__u64 reserved[2];      /* 0 */
+};
+#define SFRAME_SESSION_START_SIZE_VER0 56
+
+/* Record types. */
+#define SFRAME_RECORD_SAMPLE 1
+#define SFRAME_RECORD_LOST   2
+
+/* Every record starts with this; size counts the whole record, a multiple
+ * of 8. */
+struct sframe_record_header {
+	__u16 type;     /* SFRAME_RECORD_* */
+	__u16 reserved; /* 0 */
+	__u32 size;
+};
+
+/* sframe_sample_record.flags: what happened to the sample. */
+#define SFRAME_SAMPLE_F_USER_MODE     (1u << 0) /* taken in user mode */
+#define SFRAME_SAMPLE_F_KERNEL_HIDDEN (1u << 1) /* kernel frames withheld */
+#define SFRAME_SAMPLE_F_KTHREAD       (1u << 2) /* kernel thread: no user
+						   stack exists */
+#define SFRAME_SAMPLE_F_EXITED        (1u << 3) /* the task exited before
+						   returning to user space */
+#define SFRAME_SAMPLE_F_EXECED        (1u << 4) /* the task exec'd before
+						   returning: the old user
+						   stack is gone */
+#define SFRAME_SAMPLE_F_NO_USER       (1u << 5) /* no user stack, for one of
+						   the reasons above or
+						   another (see the stats) */
+
+/*
+ * One sample: nr_kernel kernel frames (the sampled PC first), then nr_user
+ * user frames (the user PC first), in ips[].  user_stop is the enum
+ * sframe_stop_reason of the user walk (0 when there was none).
+ */
+struct sframe_sample_record {
+	struct sframe_record_header header; /* SFRAME_RECORD_SAMPLE */
+	__u32 pid;       /* process (tgid), in the reader's pid namespace */
+	__u32 tid;       /* thread */
+	__u64 time;      /* CLOCK_MONOTONIC ns when the sample was taken */
+	__u64 cookie;    /* one per kernel entry: shared by every sample of
+			    the entry, so they share one user unwind */
+	__u32 cpu;
+	__u32 flags;     /* SFRAME_SAMPLE_F_* */
+	__u16 nr_kernel;
+	__u16 nr_user;
+	__u32 user_stop; /* enum sframe_stop_reason */
+	__u64 ips[];
+};
+
+/* Records were dropped because the buffer was full. */
+struct sframe_lost_record {
+	struct sframe_record_header header; /* SFRAME_RECORD_LOST */
+	__u64 lost;      /* samples dropped since the previous LOST record */
+};
+
+/* SFRAME_IOC_SESSION_STATS: counters of this file's session. */
+struct sframe_session_stats {
+	__u32 size;      /* sizeof(struct sframe_session_stats) */
+	__u32 reserved0;
+	__u64 samples;   /* samples that matched the session */
+	__u64 records;   /* sample records written to the buffer */
+	__u64 lost;      /* samples dropped: buffer full */
+	__u64 lost_capture; /* samples dropped at sample time: no free slot
+			       or sample buffer in the module */
+	__u64 unwinds;   /* user unwinds whose result went to this session */
+	__u64 reserved[3];
+};
+#define SFRAME_SESSION_STATS_SIZE_VER0 72
+
+#define SFRAME_IOC_SESSION_START _IOWR(SFRAME_IOC_MAGIC, 5, struct sframe_session_start)
+#define SFRAME_IOC_SESSION_STATS _IOWR(SFRAME_IOC_MAGIC, 6, struct sframe_session_stats)
+
 #endif /* _UAPI_SFRAME_UNWIND_H */
