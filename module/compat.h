@@ -12,6 +12,8 @@
 
 #include <linux/version.h>
 #include <linux/mm.h>
+#include <linux/ptrace.h>
+#include <asm/ibt.h>
 
 #if LINUX_VERSION_CODE < KERNEL_VERSION(6, 1, 0)
 #error "sframe_unwind needs Linux 6.1 or later (maple tree registry)"
@@ -27,5 +29,37 @@ static inline struct vm_area_struct *sframe_next_vma(struct mm_struct *mm,
 {
 	return find_vma(mm, addr);
 }
+
+/*
+ * The function containing a kprobe's address at offset 0: with IBT the
+ * kprobe sits after the ENDBR instruction, and an indirect call must land
+ * on it.
+ */
+static inline unsigned long sframe_function_entry(unsigned long kprobe_addr)
+{
+#ifdef CONFIG_X86_KERNEL_IBT
+	if (is_endbr(*(u32 *)(kprobe_addr - ENDBR_INSN_SIZE)))
+		return kprobe_addr - ENDBR_INSN_SIZE;
+#endif
+	return kprobe_addr;
+}
+
+/*
+ * The perf sample path hooked by perf_hook.c: perf_prepare_sample() runs
+ * for every sample written to a perf ring buffer, in the context of the
+ * sample (NMI for hardware events, the hrtimer interrupt for software
+ * ones), with the sampled event and registers as arguments.  Its
+ * signature lost the header argument in 6.3.
+ */
+#define SFRAME_SAMPLE_HOOK_SYMBOL "perf_prepare_sample"
+#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 3, 0)
+/* (header, data, event, regs) */
+#define SFRAME_SAMPLE_HOOK_EVENT(kregs) ((struct perf_event *)(kregs)->dx)
+#define SFRAME_SAMPLE_HOOK_REGS(kregs) ((struct pt_regs *)(kregs)->cx)
+#else
+/* (data, event, regs) */
+#define SFRAME_SAMPLE_HOOK_EVENT(kregs) ((struct perf_event *)(kregs)->si)
+#define SFRAME_SAMPLE_HOOK_REGS(kregs) ((struct pt_regs *)(kregs)->dx)
+#endif
 
 #endif /* SFRAME_COMPAT_H */

@@ -18,6 +18,7 @@
 
 #include "device.h"
 #include "registry.h"
+#include "session.h"
 #include "sframe_unwind.h"
 #include "stats.h"
 #include "unwind.h"
@@ -97,17 +98,6 @@ static long sframe_ioctl_unregister(void __user *uarg)
 	return sframe_unregister_section(current->mm, req.text_start);
 }
 
-static void sframe_count_unwind(const struct sframe_user_unwind *uw)
-{
-	atomic64_inc(&sframe_counters.unwinds);
-	atomic64_add(uw->nr_sframe, &sframe_counters.frames_sframe);
-	atomic64_add(uw->nr_fp, &sframe_counters.frames_fp);
-	if (uw->stop == SFRAME_STOP_FAULT)
-		atomic64_inc(&sframe_counters.unwind_faults);
-	else if (uw->stop == SFRAME_STOP_BAD_FRAME)
-		atomic64_inc(&sframe_counters.unwind_bad_frames);
-}
-
 static long sframe_ioctl_unwind_self(void __user *uarg)
 {
 	struct sframe_unwind_self req;
@@ -152,7 +142,7 @@ static long sframe_ioctl_unwind_self(void __user *uarg)
 	if (in_batch &&
 	    copy_to_user(frames + n - in_batch, batch, in_batch * sizeof(u64)))
 		return -EFAULT;
-	sframe_count_unwind(&uw);
+	sframe_unwind_account(&uw);
 
 	req.nr_frames = n;
 	req.stop_reason = uw.stop;
@@ -193,10 +183,18 @@ static long sframe_ioctl_get_stats(void __user *uarg)
 	return 0;
 }
 
+/* The session of file, once SFRAME_IOC_SESSION_START has made one. */
+static struct sframe_session *sframe_file_session(struct file *file)
+{
+	/* Pairs with smp_store_release() in sframe_session_start(). */
+	return smp_load_acquire(&file->private_data);
+}
+
 static long sframe_ioctl(struct file *file, unsigned int cmd,
 			 unsigned long arg)
 {
 	void __user *uarg = (void __user *)arg;
+	struct sframe_session *s;
 
 	/* A kernel thread or an exiting task has no user stack or memory. */
 	if (!current->mm)
@@ -213,12 +211,54 @@ static long sframe_ioctl(struct file *file, unsigned int cmd,
 		return sframe_ioctl_unwind_self(uarg);
 	case _IOC_NR(SFRAME_IOC_GET_STATS):
 		return sframe_ioctl_get_stats(uarg);
+	case _IOC_NR(SFRAME_IOC_SESSION_START):
+		if (sframe_file_session(file))
+			return -EBUSY;
+		return sframe_session_start(file, uarg);
+	case _IOC_NR(SFRAME_IOC_SESSION_STATS):
+		s = sframe_file_session(file);
+		return s ? sframe_session_stats(s, uarg) : -EINVAL;
 	}
 	return -ENOTTY;
 }
 
+static int sframe_open(struct inode *inode, struct file *file)
+{
+	/* misc_open() left the miscdevice here; we keep the session here. */
+	file->private_data = NULL;
+	return 0;
+}
+
+static ssize_t sframe_read(struct file *file, char __user *buf, size_t len,
+			   loff_t *ppos)
+{
+	struct sframe_session *s = sframe_file_session(file);
+
+	return s ? sframe_session_read(s, file, buf, len) : -EINVAL;
+}
+
+static __poll_t sframe_poll(struct file *file, poll_table *wait)
+{
+	struct sframe_session *s = sframe_file_session(file);
+
+	return s ? sframe_session_poll(s, file, wait) : EPOLLERR;
+}
+
+static int sframe_release(struct inode *inode, struct file *file)
+{
+	struct sframe_session *s = sframe_file_session(file);
+
+	if (s)
+		sframe_session_release(s);
+	return 0;
+}
+
 static const struct file_operations sframe_fops = {
 	.owner = THIS_MODULE,
+	.open = sframe_open,
+	.read = sframe_read,
+	.poll = sframe_poll,
+	.release = sframe_release,
 	.unlocked_ioctl = sframe_ioctl,
 	/* No compat_ioctl: the unwinder reads 64-bit AMD64 frames only. */
 	.llseek = noop_llseek,

@@ -3,13 +3,18 @@
  * sframe_unwind: user-space stack unwinding with SFrame for stock kernels.
  *
  * This file only ties the parts together: the registry of sections
- * (registry.c), the unwinder (unwind.c, sframe_decode.c) and the character
- * device that exposes them (device.c).
+ * (registry.c), the unwinder (unwind.c, sframe_decode.c, row_cache.c), the
+ * perf sample hook (perf_hook.c), deferred unwinding and stitching
+ * (deferred.c), the readers (session.c), the character device that
+ * exposes them (device.c) and the kernel symbols found at load (ksyms.c).
  */
 #include <linux/module.h>
 
+#include "deferred.h"
 #include "device.h"
+#include "ksyms.h"
 #include "registry.h"
+#include "session.h"
 #include "stats.h"
 
 struct sframe_counters sframe_counters;
@@ -18,21 +23,42 @@ static int __init sframe_unwind_init(void)
 {
 	int ret;
 
+	ret = sframe_ksyms_init();
+	if (ret)
+		return ret;
 	ret = sframe_registry_init();
 	if (ret)
 		return ret;
+	ret = sframe_deferred_init();
+	if (ret)
+		goto fail_deferred;
+	ret = sframe_sessions_init();
+	if (ret)
+		goto fail_sessions;
 	ret = sframe_device_init();
-	if (ret) {
-		sframe_registry_exit();
-		return ret;
-	}
+	if (ret)
+		goto fail_device;
 	return 0;
+
+fail_device:
+	sframe_sessions_exit();
+fail_sessions:
+	sframe_deferred_exit();
+fail_deferred:
+	sframe_registry_exit();
+	return ret;
 }
 
 static void __exit sframe_unwind_exit(void)
 {
-	/* No file is open once we get here: each open file holds us. */
+	/*
+	 * No file is open once we get here: each open file holds us, so no
+	 * session exists and the perf hook is gone.  What remains are
+	 * unwinds queued on tasks, which deferred_exit cancels or waits for.
+	 */
 	sframe_device_exit();
+	sframe_sessions_exit();
+	sframe_deferred_exit();
 	sframe_registry_exit();
 }
 

@@ -20,6 +20,7 @@
 
 #include "row_cache.h"
 #include "sframe_source_user.h"
+#include "stats.h"
 #include "sframe_unwind.h"
 #include "unwind.h"
 
@@ -270,4 +271,15 @@ bool sframe_unwind_next(struct sframe_user_unwind *uw)
 	ok = sframe_step_fp(uw);
 	uw->topmost = false;
 	return ok;
+}
+
+void sframe_unwind_account(const struct sframe_user_unwind *uw)
+{
+	atomic64_inc(&sframe_counters.unwinds);
+	atomic64_add(uw->nr_sframe, &sframe_counters.frames_sframe);
+	atomic64_add(uw->nr_fp, &sframe_counters.frames_fp);
+	if (uw->stop == SFRAME_STOP_FAULT)
+		atomic64_inc(&sframe_counters.unwind_faults);
+	else if (uw->stop == SFRAME_STOP_BAD_FRAME)
+		atomic64_inc(&sframe_counters.unwind_bad_frames);
 }

@@ -40,4 +40,7 @@ void sframe_unwind_start(struct sframe_user_unwind *uw,
  */
 bool sframe_unwind_next(struct sframe_user_unwind *uw);
 
+/* Add a finished walk to the module's counters. */
+void sframe_unwind_account(const struct sframe_user_unwind *uw);
+
 #endif /* SFRAME_UNWIND_USER_H */

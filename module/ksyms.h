@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Kernel symbols the module needs but the kernel does not export to
+ * modules, found at load time through kallsyms.
+ */
+#ifndef SFRAME_KSYMS_H
+#define SFRAME_KSYMS_H
+
+#include <linux/sched.h>
+#include <linux/types.h>
+
+struct callback_head;
+
+struct sframe_ksyms {
+	/* kernel/task_work.c; stable since 5.x, unlike task_work_cancel() */
+	struct callback_head *(*task_work_cancel_match)(
+		struct task_struct *task,
+		bool (*match)(struct callback_head *, void *data), void *data);
+	/* kernel/ptrace.c: perf_event_open()'s rule for another's task */
+	bool (*ptrace_may_access)(struct task_struct *task, unsigned int mode);
+	/* kernel/events/core.c: kernel.perf_event_paranoid */
+	int *perf_event_paranoid;
+};
+
+extern struct sframe_ksyms sframe_ksyms;
+
+/* Resolve every symbol above; -ENOENT (and a log line) if one is missing. */
+int sframe_ksyms_init(void);
+
+#endif /* SFRAME_KSYMS_H */

@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The perf sample path, hooked with a kprobe.
+ *
+ * The stock kernel has no deferred-unwind hook for perf, but every sample
+ * written to a perf ring buffer goes through one function (see compat.h:
+ * perf_prepare_sample() on 6.1), called in the sample's own context: NMI
+ * for hardware events, the hrtimer interrupt for software ones.  A kprobe
+ * there sees the event and the sampled registers, and hands the sample to
+ * deferred.c when a session wants it.  The kprobe exists only while a
+ * session does, so the module costs nothing to perf otherwise.
+ */
+#include <linux/kprobes.h>
+#include <linux/perf_event.h>
+#include <linux/printk.h>
+#include <linux/rcupdate.h>
+#include <linux/sched.h>
+
+#include "compat.h"
+#include "deferred.h"
+#include "perf_hook.h"
+#include "session.h"
+
+/* The process that opened event: sessions take only their own events. */
+static pid_t sframe_event_owner_tgid(struct perf_event *event)
+{
+	struct task_struct *owner;
+	pid_t tgid = 0;
+
+	/* Inherited (per-thread) events: the original's owner. */
+	if (event->parent)
+		event = event->parent;
+	rcu_read_lock();
+	owner = READ_ONCE(event->owner);
+	/* Cleared (NULL) when the owner exits; perf reads it under RCU too. */
+	if (owner)
+		tgid = owner->tgid;
+	rcu_read_unlock();
+	return tgid;
+}
+
+void sframe_perf_sample(struct pt_regs *regs, pid_t owner_tgid)
+{
+	struct task_struct *task = current;
+
+	if (!owner_tgid ||
+	    !sframe_sessions_want(owner_tgid, task->pid, task->tgid))
+		return;
+	if (!sframe_deferred_sample(regs, owner_tgid))
+		sframe_sessions_lost_capture(owner_tgid, task->pid, task->tgid);
+}
+
+static int sframe_sample_pre(struct kprobe *kp, struct pt_regs *kregs)
+{
+	struct perf_event *event = SFRAME_SAMPLE_HOOK_EVENT(kregs);
+
+	sframe_perf_sample(SFRAME_SAMPLE_HOOK_REGS(kregs),
+			   sframe_event_owner_tgid(event));
+	return 0;
+}
+
+static struct kprobe sframe_sample_kprobe = {
+	.symbol_name = SFRAME_SAMPLE_HOOK_SYMBOL,
+	.pre_handler = sframe_sample_pre,
+};
+
+int sframe_perf_hook_enable(void)
+{
+	int ret;
+
+	/* A kprobe struct must be clean to be registered again. */
+	sframe_sample_kprobe.addr = NULL;
+	sframe_sample_kprobe.flags = 0;
+	ret = register_kprobe(&sframe_sample_kprobe);
+	if (ret)
+		pr_err("sframe_unwind: cannot hook %s: %d\n",
+		       SFRAME_SAMPLE_HOOK_SYMBOL, ret);
+	return ret;
+}
+
+void sframe_perf_hook_disable(void)
+{
+	/* Waits for handlers running on other CPUs. */
+	unregister_kprobe(&sframe_sample_kprobe);
+}
