@@ -45,6 +45,7 @@ constexpr ErrnoName kErrnoNames[] = {
     {ENAMETOOLONG, "ENAMETOOLONG"},
     {ELOOP, "ELOOP"},
     {ENODATA, "ENODATA"},
+    {EBADMSG, "EBADMSG"},
 };
 
 struct Description {
@@ -74,6 +75,17 @@ constexpr Description kDescriptions[] = {
      "SFRAME_MAX_FRAMES)"},
     {op::kUnwindSelf, EFAULT, "request or frames buffer not writable"},
     {op::kGetStats, EINVAL, "invalid request (size)"},
+    {"session start", EINVAL, "invalid request (size, flags, reserved, target_type or limits)"},
+    {"session start", E2BIG, "unknown non-zero struct tail"},
+    {"session start", ESRCH, "no such target"},
+    {"session start", EACCES, "perf_event_paranoid forbids it"},
+    {"session start", EPERM, "the target belongs to someone the caller may not trace"},
+    {"session start", EBUSY, "this file already is a session"},
+    {"session start", ENOTTY, "the module has no sessions (SFRAME_IOC_SESSION_START unknown)"},
+    {"session start", ENOMEM, "out of kernel memory"},
+    {"session stats", ENOTTY, "the module has no sessions"},
+    {"session stats", EINVAL, "not a session, or invalid request (size)"},
+    {"session read", EINVAL, "buffer too small for the next record, or not a session"},
 };
 
 }  // namespace

@@ -25,10 +25,17 @@ struct SymbolEntry {
 };
 }  // namespace
 
+namespace {
+struct LoadSegment {
+  uint64_t offset, vaddr, filesz;
+};
+}  // namespace
+
 struct Symbolizer::Table {
   using Entry = SymbolEntry;
   bool full = false;           // from a .symtab
   std::vector<Entry> entries;  // sorted by value
+  std::vector<LoadSegment> loads;  // PT_LOAD headers
 };
 
 namespace {
@@ -165,6 +172,15 @@ const Symbolizer::Table& Symbolizer::table_for(const std::string& path) {
   OpenElf file;
   if (open_elf(path, &file)) {
     Elf* elf = file.elf.get();
+    size_t nphdr = 0;
+    if (elf_getphdrnum(elf, &nphdr) == 0) {
+      for (size_t i = 0; i < nphdr; i++) {
+        GElf_Phdr ph;
+        if (gelf_getphdr(elf, static_cast<int>(i), &ph) && ph.p_type == PT_LOAD) {
+          table->loads.push_back({ph.p_offset, ph.p_vaddr, ph.p_filesz});
+        }
+      }
+    }
     if (Elf_Scn* symtab = find_section(elf, SHT_SYMTAB)) {
       read_symbols(elf, symtab, &table->entries);
       table->full = true;
@@ -196,15 +212,22 @@ const Symbolizer::Table& Symbolizer::table_for(const std::string& path) {
 }
 
 Symbol Symbolizer::symbolize(uint64_t address) {
+  auto obj = loaded_object_containing(reinterpret_cast<const void*>(address));
+  if (!obj) {
+    Symbol s;
+    s.address = address;
+    return s;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  return lookup(table_for(obj->path), obj->path, address, obj->base);
+}
+
+Symbol Symbolizer::lookup(const Table& t, const std::string& path, uint64_t address,
+                          uint64_t bias) {
   Symbol s;
   s.address = address;
-  auto obj = loaded_object_containing(reinterpret_cast<const void*>(address));
-  if (!obj) return s;
-  s.object = obj->path;
-  s.object_offset = address - obj->base;
-
-  std::lock_guard<std::mutex> lock(mu_);
-  const Table& t = table_for(obj->path);
+  s.object = path;
+  s.object_offset = address - bias;
   const uint64_t off = s.object_offset;
   // The best symbol whose [value, value + size) holds off; size-0 symbols
   // (hand-written assembly without .size) only when nothing sized does.
@@ -225,9 +248,137 @@ Symbol Symbolizer::symbolize(uint64_t address) {
   if (!best) best = unsized;
   if (best) {
     s.name = demangle(best->name);
-    s.symbol_start = obj->base + best->value;
+    s.symbol_start = bias + best->value;
     s.offset = address - s.symbol_start;
   }
+  return s;
+}
+
+bool Symbolizer::load_process(pid_t pid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return load_process_locked(pid);
+}
+
+void Symbolizer::forget_process(pid_t pid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  maps_.erase(pid);
+}
+
+bool Symbolizer::load_process_locked(pid_t pid) {
+  FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/maps").c_str(), "re");
+  if (!f) return false;
+  std::vector<Mapping> maps;
+  char line[4096 + 128];
+  while (std::fgets(line, sizeof(line), f)) {
+    unsigned long long start, end, offset;
+    char perms[8];
+    int path_at = 0;
+    if (std::sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &start, &end, perms, &offset,
+                    &path_at) < 4 ||
+        path_at == 0) {
+      continue;
+    }
+    std::string path = line + path_at;
+    while (!path.empty() && (path.back() == '\n' || path.back() == ' ')) path.pop_back();
+    if (path.empty() || path[0] != '/') continue;  // anonymous, [vdso], [stack]
+    maps.push_back({start, end, offset, path});
+  }
+  std::fclose(f);
+  if (maps.empty()) return false;
+  maps_[pid] = std::move(maps);
+  return true;
+}
+
+const Symbolizer::Mapping* Symbolizer::find_mapping(pid_t pid, uint64_t address) {
+  for (int attempt = 0; attempt < 2; attempt++) {
+    auto it = maps_.find(pid);
+    if (it != maps_.end()) {
+      for (const Mapping& m : it->second) {
+        if (address >= m.start && address < m.end) return &m;
+      }
+    }
+    if (attempt == 0 && !load_process_locked(pid)) break;
+  }
+  return nullptr;
+}
+
+Symbol Symbolizer::symbolize(pid_t pid, uint64_t address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const Mapping* m = find_mapping(pid, address);
+  if (!m) {
+    Symbol s;
+    s.address = address;
+    return s;
+  }
+  const std::string path = m->path;
+  const uint64_t file_off = address - m->start + m->offset;
+  const Table& t = table_for(path);
+  for (const LoadSegment& l : t.loads) {
+    if (file_off >= l.offset && file_off - l.offset < l.filesz) {
+      const uint64_t vaddr = file_off - l.offset + l.vaddr;
+      return lookup(t, path, address, address - vaddr);
+    }
+  }
+  Symbol s;
+  s.address = address;
+  s.object = path;
+  s.object_offset = file_off;
+  return s;
+}
+
+std::vector<Symbol> Symbolizer::symbolize_frames(pid_t pid, const std::vector<uint64_t>& frames) {
+  std::vector<Symbol> out;
+  out.reserve(frames.size());
+  for (size_t i = 0; i < frames.size(); i++) {
+    uint64_t lookup_at = (i == 0 || frames[i] == 0) ? frames[i] : frames[i] - 1;
+    Symbol s = symbolize(pid, lookup_at);
+    s.address = frames[i];
+    if (s.found()) s.offset = frames[i] - s.symbol_start;
+    s.object_offset += frames[i] - lookup_at;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+KernelSymbolizer::KernelSymbolizer() : KernelSymbolizer("/proc/kallsyms") {}
+
+KernelSymbolizer::KernelSymbolizer(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "re");
+  if (!f) return;
+  char line[512];
+  bool nonzero = false;
+  while (std::fgets(line, sizeof(line), f)) {
+    unsigned long long addr;
+    char type;
+    char name[256];
+    char module[128] = "";
+    int n = std::sscanf(line, "%llx %c %255s [%127[^]]]", &addr, &type, name, module);
+    if (n < 3) continue;
+    if (type != 't' && type != 'T' && type != 'w' && type != 'W') continue;
+    if (addr != 0) nonzero = true;
+    syms_.push_back({addr, name, module});
+  }
+  std::fclose(f);
+  if (!nonzero) {
+    syms_.clear();
+    return;
+  }
+  std::stable_sort(syms_.begin(), syms_.end(),
+                   [](const Sym& a, const Sym& b) { return a.addr < b.addr; });
+}
+
+Symbol KernelSymbolizer::symbolize(uint64_t address) const {
+  Symbol s;
+  s.address = address;
+  auto it = std::upper_bound(syms_.begin(), syms_.end(), address,
+                             [](uint64_t v, const Sym& e) { return v < e.addr; });
+  if (it == syms_.begin()) return s;
+  --it;
+  s.object = it->module.empty() ? "[kernel]" : "[" + it->module + "]";
+  s.name = it->name;
+  s.symbol_start = it->addr;
+  s.offset = address - it->addr;
+  s.object_offset = s.offset;
   return s;
 }
 

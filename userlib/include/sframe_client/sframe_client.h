@@ -6,6 +6,8 @@
 #include "sframe_client/error.h"
 #include "sframe_client/fd.h"
 #include "sframe_client/objects.h"
+#include "sframe_client/perf_event.h"
+#include "sframe_client/session.h"
 #include "sframe_client/sframe_format.h"
 #include "sframe_client/symbolizer.h"
 

@@ -10,6 +10,8 @@
 #ifndef SFRAME_CLIENT_SYMBOLIZER_H
 #define SFRAME_CLIENT_SYMBOLIZER_H
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -60,12 +62,51 @@ class Symbolizer {
   // debug file's), so that local functions are named.
   bool has_full_symbols(const std::string& object);
 
+  // Addresses of another process (or of this one through /proc): the object
+  // from /proc/PID/maps (file offset of the mapping, then the ELF's PT_LOAD
+  // headers give the address relative to the load bias), the symbol as
+  // above.  The maps are read on first use and again when an address falls
+  // in no known file mapping; load_process() reads them now (e.g. before
+  // the process exits or execs), forget_process() drops them.
+  Symbol symbolize(pid_t pid, uint64_t address);
+  std::vector<Symbol> symbolize_frames(pid_t pid, const std::vector<uint64_t>& frames);
+  bool load_process(pid_t pid);
+  void forget_process(pid_t pid);
+
  private:
   struct Table;
+  struct Mapping {
+    uint64_t start, end, offset;
+    std::string path;
+  };
   const Table& table_for(const std::string& path);
+  Symbol lookup(const Table& t, const std::string& path, uint64_t address, uint64_t bias);
+  bool load_process_locked(pid_t pid);
+  const Mapping* find_mapping(pid_t pid, uint64_t address);
 
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<Table>> tables_;
+  std::map<pid_t, std::vector<Mapping>> maps_;
+};
+
+// Kernel addresses to symbols through /proc/kallsyms (sorted; a symbol
+// covers everything up to the next).  usable() is false when the file is
+// unreadable or shows only zero addresses (kptr_restrict).
+class KernelSymbolizer {
+ public:
+  KernelSymbolizer();  // reads /proc/kallsyms
+  explicit KernelSymbolizer(const std::string& path);
+  bool usable() const { return !syms_.empty(); }
+  // object "[kernel]" or "[<module>]"; name empty below the first symbol.
+  Symbol symbolize(uint64_t address) const;
+
+ private:
+  struct Sym {
+    uint64_t addr;
+    std::string name;
+    std::string module;
+  };
+  std::vector<Sym> syms_;
 };
 
 }  // namespace sframe

@@ -1,0 +1,89 @@
+// libsframe-client: a perf sampling event for sessions (session.h).
+//
+// A session receives the samples of perf events owned by its process.  This
+// opens the simplest such event: software cpu-clock at a frequency, with
+// PERF_SAMPLE_TID | PERF_SAMPLE_TIME (the module needs no callchain), on a
+// process (inherited by its threads and children) or on every CPU.  Each
+// event gets its ring buffer mapped (1 + 2^n pages): the kernel only outputs
+// samples of an event that has somewhere to put them.  Perf's own records are
+// not needed, so drain() throws them away by moving data_tail up to
+// data_head (counting samples and lost records on the way).
+#ifndef SFRAME_CLIENT_PERF_EVENT_H
+#define SFRAME_CLIENT_PERF_EVENT_H
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "sframe_client/fd.h"
+
+namespace sframe {
+
+namespace op {
+inline constexpr const char kPerfEventOpen[] = "perf_event_open";
+inline constexpr const char kPerfEventIoctl[] = "perf event ioctl";
+}  // namespace op
+
+struct PerfEventOptions {
+  uint64_t frequency = 1000;  // samples per second of CPU time (cpu-clock)
+  bool inherit = true;        // follow the target's new threads and children
+  bool enable_on_exec = false;  // start counting at the target's next exec
+  bool exclude_kernel = false;  // only samples taken in user mode
+  bool exclude_hv = true;
+  unsigned data_pages_log2 = 3;  // ring buffer of 1 + 2^n pages
+};
+
+// What drain() saw in perf's ring buffers since the event was opened.
+struct PerfCounts {
+  uint64_t samples = 0;  // PERF_RECORD_SAMPLE
+  uint64_t lost = 0;     // samples perf says it dropped (PERF_RECORD_LOST)
+  uint64_t bytes = 0;    // ring-buffer bytes consumed
+};
+
+// Movable, not copyable; closes its events on destruction.
+class PerfEvent {
+ public:
+  PerfEvent() = default;
+  PerfEvent(PerfEvent&&) noexcept = default;
+  PerfEvent& operator=(PerfEvent&&) noexcept = default;
+
+  // One event on pid (any CPU), created disabled.  Throws
+  // sframe::Error(op::kPerfEventOpen, "pid N") with perf_event_open's errno
+  // (EACCES/EPERM: perf_event_paranoid, ESRCH: no such process), or
+  // op::kMmap.
+  static PerfEvent open_process(pid_t pid, const PerfEventOptions& options = {});
+  // One event per online CPU for every task (pid -1), created disabled.
+  static PerfEvent open_all_cpus(const PerfEventOptions& options = {});
+
+  // PERF_EVENT_IOC_ENABLE / DISABLE on every event.  Throws
+  // sframe::Error(op::kPerfEventIoctl).
+  void enable() const;
+  void disable() const;
+
+  // Discards what the ring buffers hold; returns the totals so far.
+  PerfCounts drain();
+  const PerfCounts& counts() const noexcept { return counts_; }
+
+  size_t size() const noexcept { return events_.size(); }
+  int fd(size_t i = 0) const noexcept { return events_[i].fd.get(); }
+
+ private:
+  struct Event {
+    UniqueFd fd;
+    MappedRegion ring;
+  };
+  static Event open_one(pid_t pid, int cpu, const PerfEventOptions& options);
+  void ioctl_all(unsigned long request) const;
+
+  std::vector<Event> events_;
+  PerfCounts counts_;
+};
+
+// /proc/sys/kernel/perf_event_paranoid, or INT_MIN when it cannot be read.
+int perf_event_paranoid();
+
+}  // namespace sframe
+
+#endif  // SFRAME_CLIENT_PERF_EVENT_H

@@ -1,0 +1,126 @@
+#include "sframe_client/perf_event.h"
+
+#include <linux/perf_event.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <time.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "sframe_client/error.h"
+
+namespace sframe {
+namespace {
+
+long sys_perf_event_open(perf_event_attr* attr, pid_t pid, int cpu, int group_fd,
+                         unsigned long flags) {
+  return syscall(SYS_perf_event_open, attr, pid, cpu, group_fd, flags);
+}
+
+std::string event_name(pid_t pid, int cpu) {
+  if (pid >= 0) return "cpu-clock of pid " + std::to_string(pid);
+  return "cpu-clock of cpu " + std::to_string(cpu);
+}
+
+}  // namespace
+
+PerfEvent::Event PerfEvent::open_one(pid_t pid, int cpu, const PerfEventOptions& o) {
+  perf_event_attr attr{};
+  attr.size = sizeof(attr);
+  attr.type = PERF_TYPE_SOFTWARE;
+  attr.config = PERF_COUNT_SW_CPU_CLOCK;
+  attr.freq = 1;
+  attr.sample_freq = o.frequency;
+  attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME;
+  attr.disabled = 1;
+  attr.inherit = o.inherit ? 1 : 0;
+  attr.enable_on_exec = o.enable_on_exec ? 1 : 0;
+  attr.exclude_kernel = o.exclude_kernel ? 1 : 0;
+  attr.exclude_hv = o.exclude_hv ? 1 : 0;
+  attr.use_clockid = 1;
+  attr.clockid = CLOCK_MONOTONIC;
+  attr.wakeup_events = 0;
+  long fd = sys_perf_event_open(&attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+  if (fd < 0) throw Error(errno, op::kPerfEventOpen, event_name(pid, cpu));
+  Event ev;
+  ev.fd.reset(static_cast<int>(fd));
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t pages = 1 + (size_t{1} << o.data_pages_log2);
+  ev.ring = MappedRegion::map(pages * page, PROT_READ | PROT_WRITE, MAP_SHARED, ev.fd.get());
+  return ev;
+}
+
+PerfEvent PerfEvent::open_process(pid_t pid, const PerfEventOptions& options) {
+  PerfEvent p;
+  p.events_.push_back(open_one(pid, -1, options));
+  return p;
+}
+
+PerfEvent PerfEvent::open_all_cpus(const PerfEventOptions& options) {
+  PerfEvent p;
+  PerfEventOptions o = options;
+  o.inherit = false;  // per-CPU events cannot inherit
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  for (int cpu = 0; cpu < n; cpu++) p.events_.push_back(open_one(-1, cpu, o));
+  return p;
+}
+
+void PerfEvent::ioctl_all(unsigned long request) const {
+  for (const Event& e : events_) {
+    if (::ioctl(e.fd.get(), request, 0) != 0) {
+      throw Error(errno, op::kPerfEventIoctl, "perf event fd " + std::to_string(e.fd.get()));
+    }
+  }
+}
+
+void PerfEvent::enable() const { ioctl_all(PERF_EVENT_IOC_ENABLE); }
+void PerfEvent::disable() const { ioctl_all(PERF_EVENT_IOC_DISABLE); }
+
+PerfCounts PerfEvent::drain() {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  for (Event& e : events_) {
+    if (!e.ring) continue;
+    auto* meta = static_cast<perf_event_mmap_page*>(e.ring.data());
+    const uint8_t* data = e.ring.bytes() + page;
+    const uint64_t size = e.ring.size() - page;
+    const uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
+    uint64_t tail = meta->data_tail;
+    // Walk the headers only (they may wrap: copy them out byte by byte).
+    while (head - tail >= sizeof(perf_event_header)) {
+      perf_event_header h;
+      auto* hb = reinterpret_cast<uint8_t*>(&h);
+      for (size_t i = 0; i < sizeof(h); i++) hb[i] = data[(tail + i) % size];
+      if (h.size < sizeof(h) || h.size > head - tail) break;
+      if (h.type == PERF_RECORD_SAMPLE) {
+        counts_.samples++;
+      } else if (h.type == PERF_RECORD_LOST && h.size >= sizeof(h) + 16) {
+        uint64_t lost = 0;
+        auto* lb = reinterpret_cast<uint8_t*>(&lost);
+        for (size_t i = 0; i < 8; i++) lb[i] = data[(tail + sizeof(h) + 8 + i) % size];
+        counts_.lost += lost;
+      }
+      tail += h.size;
+    }
+    counts_.bytes += tail - meta->data_tail;
+    __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
+  }
+  return counts_;
+}
+
+int perf_event_paranoid() {
+  FILE* f = std::fopen("/proc/sys/kernel/perf_event_paranoid", "re");
+  if (!f) return INT_MIN;
+  int v = INT_MIN;
+  if (std::fscanf(f, "%d", &v) != 1) v = INT_MIN;
+  std::fclose(f);
+  return v;
+}
+
+}  // namespace sframe
