@@ -46,6 +46,7 @@
 #include "ksyms.h"
 #include "session.h"
 #include "sframe_unwind.h"
+#include "stats.h"
 #include "unwind.h"
 
 #define SLOT_BITS 10
@@ -286,6 +287,9 @@ bool sframe_deferred_sample(struct pt_regs *regs, pid_t owner_tgid)
 	smp = sframe_pool_get();
 	if (!smp)
 		return false;
+	atomic64_inc(&sframe_counters.samples_deferred);
+	if (in_nmi())
+		atomic64_inc(&sframe_counters.samples_nmi);
 	smp->time = ktime_get_mono_fast_ns();
 	smp->cpu = smp_processor_id();
 	smp->tid = task->pid;

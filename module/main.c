@@ -13,6 +13,7 @@
 #include "deferred.h"
 #include "device.h"
 #include "ksyms.h"
+#include "nmi_test.h"
 #include "registry.h"
 #include "session.h"
 #include "stats.h"
@@ -35,12 +36,17 @@ static int __init sframe_unwind_init(void)
 	ret = sframe_sessions_init();
 	if (ret)
 		goto fail_sessions;
+	ret = sframe_nmi_test_init();
+	if (ret)
+		goto fail_nmi;
 	ret = sframe_device_init();
 	if (ret)
 		goto fail_device;
 	return 0;
 
 fail_device:
+	sframe_nmi_test_exit();
+fail_nmi:
 	sframe_sessions_exit();
 fail_sessions:
 	sframe_deferred_exit();
@@ -57,6 +63,7 @@ static void __exit sframe_unwind_exit(void)
 	 * unwinds queued on tasks, which deferred_exit cancels or waits for.
 	 */
 	sframe_device_exit();
+	sframe_nmi_test_exit();
 	sframe_sessions_exit();
 	sframe_deferred_exit();
 	sframe_registry_exit();

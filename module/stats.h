@@ -15,6 +15,8 @@ struct sframe_counters {
 	atomic64_t frames_fp;
 	atomic64_t unwind_faults;
 	atomic64_t unwind_bad_frames;
+	atomic64_t samples_deferred;
+	atomic64_t samples_nmi;
 };
 
 extern struct sframe_counters sframe_counters;

@@ -150,7 +150,9 @@ struct sframe_stats {
 	__u64 unwind_faults;    /* walks that stopped on a fault, ever */
 	__u64 unwind_bad_frames; /* walks that stopped on an invalid frame */
 	__u64 mm_sections;      /* sections registered by the caller's process */
-	__u64 reserved[4];
+	__u64 samples_deferred; /* perf samples captured for sessions, ever */
+	__u64 samples_nmi;      /* ...of them, captured in NMI context */
+	__u64 reserved[2];
 };
 #define SFRAME_STATS_SIZE_VER0 120
 

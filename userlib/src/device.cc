@@ -116,6 +116,8 @@ Stats Device::stats() const {
   s.unwind_faults = st.unwind_faults;
   s.unwind_bad_frames = st.unwind_bad_frames;
   s.mm_sections = st.mm_sections;
+  s.samples_deferred = st.samples_deferred;
+  s.samples_nmi = st.samples_nmi;
   return s;
 }
 

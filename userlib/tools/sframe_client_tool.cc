@@ -41,6 +41,8 @@ int cmd_stats(int argc, char** argv) {
   std::printf("unwind_faults          %" PRIu64 "\n", s.unwind_faults);
   std::printf("unwind_bad_frames      %" PRIu64 "\n", s.unwind_bad_frames);
   std::printf("mm_sections            %" PRIu64 "\n", s.mm_sections);
+  std::printf("samples_deferred       %" PRIu64 "\n", s.samples_deferred);
+  std::printf("samples_nmi            %" PRIu64 "\n", s.samples_nmi);
   return 0;
 }
 

@@ -37,6 +37,8 @@ struct Stats {
   uint64_t unwind_faults = 0;
   uint64_t unwind_bad_frames = 0;
   uint64_t mm_sections = 0;
+  uint64_t samples_deferred = 0;  // perf samples captured for sessions
+  uint64_t samples_nmi = 0;       // ...of them in NMI context
 };
 
 // SFRAME_IOC_UNWIND_SELF.  frames[0] is the PC right after the system call
