@@ -239,7 +239,7 @@ static void sframe_unwind_work(struct callback_head *cb)
 	}
 	sframe_sessions_unwind_params(&max_frames, &flags);
 	if (max_frames)
-		frames = kmalloc_array(max_frames, sizeof(u64), GFP_KERNEL);
+		frames = kvmalloc_array(max_frames, sizeof(u64), GFP_KERNEL);
 	if (!frames) {
 		sframe_slot_finish(slot, (unsigned long)current,
 				   SFRAME_SAMPLE_F_NO_USER, NULL, 0, 0);
@@ -255,7 +255,7 @@ static void sframe_unwind_work(struct callback_head *cb)
 	sframe_unwind_account(&uw);
 	sframe_slot_finish(slot, (unsigned long)current, 0, frames, n,
 			   uw.stop);
-	kfree(frames);
+	kvfree(frames);
 }
 
 /* IRQ context, right after the NMI that claimed the slot. */

@@ -10,6 +10,7 @@
  * deferred.c when a session wants it.  The kprobe exists only while a
  * session does, so the module costs nothing to perf otherwise.
  */
+#include <linux/err.h>
 #include <linux/kprobes.h>
 #include <linux/perf_event.h>
 #include <linux/printk.h>
@@ -32,8 +33,11 @@ static pid_t sframe_event_owner_tgid(struct perf_event *event)
 		event = event->parent;
 	rcu_read_lock();
 	owner = READ_ONCE(event->owner);
-	/* Cleared (NULL) when the owner exits; perf reads it under RCU too. */
-	if (owner)
+	/*
+	 * NULL once the owner has exited (perf reads it under RCU too);
+	 * TASK_TOMBSTONE, -1, for the kernel's own counters.
+	 */
+	if (!IS_ERR_OR_NULL(owner))
 		tgid = owner->tgid;
 	rcu_read_unlock();
 	return tgid;
