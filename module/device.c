@@ -17,6 +17,7 @@
 #include <linux/uaccess.h>
 
 #include "device.h"
+#include "uarg.h"
 #include "registry.h"
 #include "session.h"
 #include "sframe_unwind.h"
@@ -25,36 +26,6 @@
 
 /* Frames copied to user space per copy_to_user(). */
 #define SFRAME_FRAME_BATCH 32
-
-/*
- * Copy the caller's struct of at least min_size bytes into a kernel struct
- * of ksize bytes.  Returns the caller's size or a negative errno.
- */
-static long sframe_copy_arg(void *karg, size_t ksize, size_t min_size,
-			    void __user *uarg)
-{
-	u32 usize;
-	int ret;
-
-	if (get_user(usize, (u32 __user *)uarg))
-		return -EFAULT;
-	if (usize < min_size || usize > PAGE_SIZE)
-		return usize < min_size ? -EINVAL : -E2BIG;
-	ret = copy_struct_from_user(karg, ksize, uarg, usize);
-	if (ret)
-		return ret;
-	return usize;
-}
-
-static bool sframe_all_zero(const u64 *v, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		if (v[i])
-			return false;
-	return true;
-}
 
 static long sframe_do_register(void __user *uarg)
 {

@@ -29,6 +29,7 @@
 #include "perf_hook.h"
 #include "session.h"
 #include "sframe_unwind.h"
+#include "uarg.h"
 
 struct sframe_session {
 	struct list_head node; /* in sframe_sessions, RCU */
@@ -305,19 +306,14 @@ long sframe_session_start(struct file *file, void __user *uarg)
 {
 	struct sframe_session_start req;
 	struct sframe_session *s;
-	u32 usize;
-	long ret;
+	long usize, ret;
 
-	if (get_user(usize, (u32 __user *)uarg))
-		return -EFAULT;
-	if (usize < SFRAME_SESSION_START_SIZE_VER0)
-		return -EINVAL;
-	if (usize > PAGE_SIZE)
-		return -E2BIG;
-	ret = copy_struct_from_user(&req, sizeof(req), uarg, usize);
-	if (ret)
-		return ret;
-	if (req.flags || req.reserved0 || req.reserved[0] || req.reserved[1])
+	usize = sframe_copy_arg(&req, sizeof(req),
+				SFRAME_SESSION_START_SIZE_VER0, uarg);
+	if (usize < 0)
+		return usize;
+	if (req.flags || req.reserved0 ||
+	    !sframe_all_zero(req.reserved, ARRAY_SIZE(req.reserved)))
 		return -EINVAL;
 	if (req.target_type < SFRAME_TARGET_THREAD ||
 	    req.target_type > SFRAME_TARGET_ALL)
@@ -399,18 +395,12 @@ void sframe_session_release(struct sframe_session *s)
 long sframe_session_stats(struct sframe_session *s, void __user *uarg)
 {
 	struct sframe_session_stats st;
-	u32 usize;
-	long ret;
+	long usize;
 
-	if (get_user(usize, (u32 __user *)uarg))
-		return -EFAULT;
-	if (usize < SFRAME_SESSION_STATS_SIZE_VER0)
-		return -EINVAL;
-	if (usize > PAGE_SIZE)
-		return -E2BIG;
-	ret = copy_struct_from_user(&st, sizeof(st), uarg, usize);
-	if (ret)
-		return ret;
+	usize = sframe_copy_arg(&st, sizeof(st),
+				SFRAME_SESSION_STATS_SIZE_VER0, uarg);
+	if (usize < 0)
+		return usize;
 	memset(&st, 0, sizeof(st));
 	st.size = sizeof(st);
 	st.samples = atomic64_read(&s->samples);
