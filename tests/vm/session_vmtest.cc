@@ -1,0 +1,926 @@
+// Sessions (SFRAME_IOC_SESSION_START): stitched kernel + user stacks of
+// perf samples, in the VM on Debian's kernel.
+//
+// The targets are separate processes (session_workload, next to this
+// program, built with -O2 -fomit-frame-pointer -Wa,--gsframe; it registers
+// its own .sframe at start): this program opens a cpu-clock perf event on
+// the target (sframe::PerfEvent) and a session on it (sframe::Session), so
+// the session sees the samples of an event its own process owns.  Records
+// are symbolized through the target's /proc/PID/maps.
+//
+// Exact chains use SFRAME_UNWIND_F_SFRAME only: the walk stops in libc (no
+// .sframe) with NO_COVERAGE instead of guessing on with frame pointers that
+// the target does not keep.
+//
+// Privileges.  Debian's kernel defaults kernel.perf_event_paranoid to 3,
+// which forbids perf_event_open() and sessions to every unprivileged user.
+// The rig runs this program as root, then as uid 65534, and the user run
+// sees whatever the root run left: so no test leaves the setting changed
+// (ParanoidGuard restores it).  The unprivileged cases run in the ROOT run,
+// in a forked child that sets the paranoid level as root, then drops to
+// uid/gid 65534 with setresuid/setresgid (RunAsNobody).  In the user run,
+// with paranoid 3, the tests that need perf_event_open() are skipped with
+// that reason, and SESSION_START is checked to be refused (EACCES).
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "vmtest.h"
+
+extern char** environ;
+
+namespace {
+
+using sframe::Record;
+using sframe::Sample;
+using sframe::Session;
+using sframe::Target;
+
+constexpr uint32_t kNobody = 65534;
+constexpr char kLibc[] = "<libc>";
+constexpr char kModule[] = "sframe_unwind";
+
+uint64_t NowMs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+// ---- the target process -----------------------------------------------------
+
+class Workload {
+ public:
+  // Starts session_workload ARGS..., waits for its "ready" line.
+  static std::unique_ptr<Workload> Start(const std::vector<std::string>& args, std::string* err) {
+    auto w = std::unique_ptr<Workload>(new Workload);
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+      *err = std::string("pipe: ") + std::strerror(errno);
+      return nullptr;
+    }
+    w->out_.reset(fds[0]);
+    sframe::UniqueFd wr(fds[1]);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, wr.get(), 1);
+    posix_spawn_file_actions_adddup2(&fa, wr.get(), 2);
+    std::string exe = vmtest::NextToSelf("session_workload");
+    std::vector<std::string> all{exe};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& a : all) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    int rc = posix_spawn(&w->pid_, exe.c_str(), &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) {
+      *err = "posix_spawn " + exe + ": " + std::strerror(rc);
+      return nullptr;
+    }
+    wr.reset();
+    if (!w->WaitFor("ready", 1, 20000)) {
+      *err = "session_workload did not get ready; its output:\n" + w->output_;
+      return nullptr;
+    }
+    return w;
+  }
+
+  ~Workload() {
+    Kill();
+    Wait();
+  }
+
+  pid_t pid() const { return pid_; }
+  const std::string& output() const { return output_; }
+
+  // Reads output until `count` lines start with `prefix ` (or equal it), or
+  // timeout_ms pass.
+  bool WaitFor(const std::string& prefix, size_t count, int timeout_ms) {
+    const uint64_t end = NowMs() + static_cast<uint64_t>(timeout_ms);
+    for (;;) {
+      if (Lines(prefix).size() >= count) return true;
+      const uint64_t now = NowMs();
+      if (now >= end || !out_) return false;
+      pollfd p{out_.get(), POLLIN, 0};
+      if (poll(&p, 1, static_cast<int>(end - now)) <= 0) continue;
+      char buf[4096];
+      ssize_t n = read(out_.get(), buf, sizeof(buf));
+      if (n <= 0) {
+        out_.reset();
+        continue;
+      }
+      output_.append(buf, static_cast<size_t>(n));
+    }
+  }
+  // Rest of the lines of the lines that start with prefix.
+  std::vector<std::string> Lines(const std::string& prefix) const {
+    std::vector<std::string> out;
+    std::istringstream in(output_);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line == prefix) out.push_back("");
+      if (line.rfind(prefix + " ", 0) == 0) out.push_back(line.substr(prefix.size() + 1));
+    }
+    return out;
+  }
+  // The "text START END" ranges it printed, one per image.
+  std::vector<std::pair<uint64_t, uint64_t>> Texts() const {
+    std::vector<std::pair<uint64_t, uint64_t>> out;
+    for (const std::string& l : Lines("text")) {
+      unsigned long long a = 0, b = 0;
+      if (std::sscanf(l.c_str(), "%llx %llx", &a, &b) == 2) out.emplace_back(a, b);
+    }
+    return out;
+  }
+  std::vector<pid_t> Tids() const {
+    std::vector<pid_t> out;
+    for (const std::string& l : Lines("tid")) out.push_back(static_cast<pid_t>(std::stol(l)));
+    return out;
+  }
+
+  void Kill() {
+    if (pid_ > 0 && !reaped_) kill(pid_, SIGKILL);
+  }
+  // Exit status (128 + signal when killed); -1 if not started.
+  int Wait() {
+    if (pid_ <= 0) return -1;
+    if (!reaped_) {
+      int st = 0;
+      while (waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
+      }
+      status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      reaped_ = true;
+      WaitFor("\x01never", 1, 0);  // collect what is left
+    }
+    return status_;
+  }
+
+ private:
+  Workload() = default;
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+  int status_ = -1;
+  sframe::UniqueFd out_;
+  std::string output_;
+};
+
+// ---- privileges -------------------------------------------------------------------
+
+bool IsRoot() { return geteuid() == 0; }
+
+// Sets kernel.perf_event_paranoid for its lifetime (root only).
+class ParanoidGuard {
+ public:
+  explicit ParanoidGuard(int value) : old_(sframe::perf_event_paranoid()) { ok_ = Write(value); }
+  ~ParanoidGuard() {
+    if (ok_ && old_ != INT_MIN) Write(old_);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  static bool Write(int v) {
+    std::ofstream f("/proc/sys/kernel/perf_event_paranoid");
+    f << v << "\n";
+    f.flush();
+    return static_cast<bool>(f) && sframe::perf_event_paranoid() == v;
+  }
+  int old_;
+  bool ok_ = false;
+};
+
+// Runs fn in a forked child that drops to uid/gid 65534 (after the parent,
+// root, set perf_event_paranoid to `paranoid`).  fn returns "" for success
+// or what went wrong.  Returns the child's verdict.
+std::string RunAsNobody(int paranoid, const std::function<std::string()>& fn) {
+  ParanoidGuard guard(paranoid);
+  if (!guard.ok()) return "cannot set perf_event_paranoid to " + std::to_string(paranoid);
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return "pipe failed";
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) return "fork failed";
+  if (pid == 0) {
+    close(fds[0]);
+    std::string msg;
+    if (setgroups(0, nullptr) != 0 || setresgid(kNobody, kNobody, kNobody) != 0 ||
+        setresuid(kNobody, kNobody, kNobody) != 0) {
+      msg = std::string("dropping privileges: ") + std::strerror(errno);
+    } else {
+      try {
+        msg = fn();
+      } catch (const std::exception& e) {
+        msg = std::string("exception: ") + e.what();
+      }
+    }
+    if (msg.empty()) msg = "OK";
+    ssize_t unused = write(fds[1], msg.data(), msg.size());
+    (void)unused;
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string msg;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(fds[0], buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    msg.append(buf, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (msg.empty()) return "the child died without a verdict (status " + std::to_string(st) + ")";
+  return msg == "OK" ? "" : msg;
+}
+
+// ---- chains -------------------------------------------------------------------------
+
+// The function names of a user chain; frames in libc become "<libc>".
+std::vector<std::string> Names(const std::vector<sframe::Symbol>& syms) {
+  std::vector<std::string> out;
+  for (const sframe::Symbol& s : syms) {
+    std::string base = s.object.substr(s.object.rfind('/') + 1);
+    if (base.rfind("libc.so", 0) == 0) {
+      out.push_back(kLibc);
+    } else {
+      out.push_back(s.found() ? s.function() : "?");
+    }
+  }
+  return out;
+}
+
+std::string Describe(const Sample& s, const std::vector<sframe::Symbol>& user,
+                     const sframe::KernelSymbolizer* k = nullptr) {
+  std::ostringstream o;
+  o << "  sample pid " << s.pid << " tid " << s.tid << " cpu " << s.cpu << " cookie 0x" << std::hex
+    << s.cookie << std::dec << " flags " << sframe::sample_flags_string(s.flags) << " user_stop "
+    << sframe::to_string(s.user_stop) << ", " << s.kernel.size() << " kernel + " << s.user.size()
+    << " user frames\n";
+  for (uint64_t ip : s.kernel) {
+    o << "    k 0x" << std::hex << ip << std::dec;
+    if (k && k->usable()) o << " " << k->symbolize(ip).to_string();
+    o << "\n";
+  }
+  for (const sframe::Symbol& u : user) {
+    o << "    u 0x" << std::hex << u.address << std::dec << " " << u.to_string() << "\n";
+  }
+  return o.str();
+}
+
+struct ChainCheck {
+  size_t considered = 0;  // samples whose leaf is in the chain
+  size_t complete = 0;    // ... that carry the exact expected chain
+  std::vector<std::string> bad;  // descriptions of the first few others
+
+  double Fraction() const { return considered ? double(complete) / double(considered) : 0; }
+};
+
+// chain: the expected user chain from the leaf down ("<libc>" for the frame
+// in libc).  A sample whose first user frame is chain[i] (i below the index
+// of main) must carry exactly chain[i..] and stop with NO_COVERAGE.
+void CheckChain(const Sample& s, const std::vector<sframe::Symbol>& syms,
+                const std::vector<std::string>& chain, ChainCheck* c,
+                const sframe::KernelSymbolizer* k = nullptr) {
+  std::vector<std::string> names = Names(syms);
+  if (names.empty()) return;
+  auto main_at = std::find(chain.begin(), chain.end(), "main");
+  auto it = std::find(chain.begin(), main_at, names[0]);
+  if (it == main_at) return;
+  c->considered++;
+  std::vector<std::string> want(it, chain.end());
+  if (names == want && s.user_stop == sframe::StopReason::kNoCoverage) {
+    c->complete++;
+  } else if (c->bad.size() < 5) {
+    std::string w;
+    for (const std::string& n : want) w += " " + n;
+    c->bad.push_back("  expected" + w + " (NO_COVERAGE)\n" + Describe(s, syms, k));
+  }
+}
+
+::testing::AssertionResult MostlyComplete(const ChainCheck& c, double min_fraction,
+                                          size_t min_considered) {
+  if (c.considered >= min_considered && c.Fraction() >= min_fraction) {
+    return ::testing::AssertionSuccess();
+  }
+  std::ostringstream o;
+  o << c.complete << " of " << c.considered << " samples with the leaf in the chain are complete"
+    << " (want >= " << min_fraction * 100 << "% of at least " << min_considered << ")\n";
+  for (const std::string& b : c.bad) o << b;
+  return ::testing::AssertionFailure() << o.str();
+}
+
+const std::vector<std::string> kSpinChain = {"wl_spin_leaf", "wl_spin_c", "wl_spin_b",
+                                             "wl_spin_a",    "main",      kLibc};
+const std::vector<std::string> kReadChain = {"wl_read_syscall", "wl_read_b", "wl_read_a", "main",
+                                             kLibc};
+const std::vector<std::string> kThreadChain = {"wl_spin_leaf", "wl_thread_leaf", "wl_thread_b",
+                                               "wl_thread_main", "start_thread"};
+const std::vector<std::string> kExecChain = {"wl_spin_leaf", "wl_exec_leaf", "wl_exec_a", "main",
+                                             kLibc};
+
+// ---- collecting ------------------------------------------------------------------------
+
+struct Collected {
+  std::vector<Record> records;
+  sframe::SessionStats stats;
+  uint64_t bytes = 0;
+  std::vector<const Sample*> Samples() const {
+    std::vector<const Sample*> out;
+    for (const Record& r : records) {
+      if (r.is_sample()) out.push_back(&r.sample);
+    }
+    return out;
+  }
+  uint64_t LostRecords() const {
+    uint64_t n = 0;
+    for (const Record& r : records) {
+      if (r.is_lost()) n += r.lost;
+    }
+    return n;
+  }
+};
+
+// Reads the sessions for ms milliseconds while the event runs (draining
+// perf's ring), calls `midway` once at half time, then disables the event
+// and reads until the sessions stay quiet for 300 ms.
+std::vector<Collected> Collect(std::vector<Session*> sessions, sframe::PerfEvent* ev, int ms,
+                               const std::function<void()>& midway = nullptr) {
+  std::vector<Collected> out(sessions.size());
+  std::vector<pollfd> pfds;
+  auto pump = [&](int timeout) {
+    pfds.clear();
+    for (Session* s : sessions) pfds.push_back({s->fd(), POLLIN, 0});
+    int n = poll(pfds.data(), pfds.size(), timeout);
+    if (n <= 0) return false;
+    bool any = false;
+    for (size_t i = 0; i < sessions.size(); i++) {
+      if (pfds[i].revents & POLLIN) any |= sessions[i]->read(&out[i].records) > 0;
+    }
+    return any;
+  };
+  ev->enable();
+  const uint64_t start = NowMs(), end = start + static_cast<uint64_t>(ms);
+  bool mid_done = !midway;
+  for (uint64_t now = start; now < end; now = NowMs()) {
+    pump(static_cast<int>(std::min<uint64_t>(50, end - now)));
+    ev->drain();
+    if (!mid_done && now >= start + static_cast<uint64_t>(ms) / 2) {
+      midway();
+      mid_done = true;
+    }
+  }
+  ev->disable();
+  ev->drain();
+  for (uint64_t quiet_since = NowMs(); NowMs() - quiet_since < 300;) {
+    if (pump(100)) quiet_since = NowMs();
+  }
+  for (size_t i = 0; i < sessions.size(); i++) {
+    out[i].stats = sessions[i]->stats();
+    out[i].bytes = sessions[i]->bytes_read();
+  }
+  return out;
+}
+
+Collected Collect(Session* s, sframe::PerfEvent* ev, int ms,
+                  const std::function<void()>& midway = nullptr) {
+  return Collect(std::vector<Session*>{s}, ev, ms, midway).front();
+}
+
+// ---- the fixture ------------------------------------------------------------------------
+
+class SessionTest : public vmtest::DeviceTest {
+ protected:
+  void SetUp() override {
+    vmtest::DeviceTest::SetUp();
+    if (HasFatalFailure()) return;
+    paranoid_ = sframe::perf_event_paranoid();
+  }
+
+  // Skips the test when this user cannot open perf events at all.
+  bool SkipWithoutPerf() {
+    if (IsRoot() || paranoid_ <= 2) return false;
+    return true;
+  }
+#define SKIP_WITHOUT_PERF()                                                                    \
+  do {                                                                                         \
+    if (SkipWithoutPerf()) {                                                                   \
+      GTEST_SKIP() << "kernel.perf_event_paranoid is " << paranoid_                           \
+                   << ": uid " << geteuid()                                                    \
+                   << " may not use perf_event_open() nor sessions (ParanoidThreeRefuses... "  \
+                      "checks that); the root run covers unprivileged sessions in a child "    \
+                      "that drops to uid 65534";                                               \
+    }                                                                                          \
+  } while (0)
+
+  // Kernel-mode samples need privileges or paranoid <= 1.
+  bool UserOnly() const { return !IsRoot() && paranoid_ > 1; }
+
+  sframe::PerfEventOptions PerfOptions(uint64_t hz) const {
+    sframe::PerfEventOptions o;
+    o.frequency = hz;
+    o.exclude_kernel = UserOnly();
+    return o;
+  }
+
+  static sframe::SessionOptions SframeOnly() {
+    sframe::SessionOptions o;
+    o.device = vmtest::DevicePath();
+    o.unwind_flags = SFRAME_UNWIND_F_SFRAME;
+    return o;
+  }
+
+  std::unique_ptr<Workload> StartWorkload(const std::vector<std::string>& args) {
+    std::string err;
+    auto w = Workload::Start(args, &err);
+    EXPECT_TRUE(w) << err;
+    if (w) sym_.load_process(w->pid());
+    return w;
+  }
+
+  std::vector<sframe::Symbol> User(const Sample& s) { return sym_.symbolize_frames(s.pid, s.user); }
+
+  int paranoid_ = INT_MIN;
+  sframe::Symbolizer sym_;
+};
+
+// ---- chains at 10 kHz ------------------------------------------------------------------
+
+TEST_F(SessionTest, SpinChainIsCompleteInAtLeast99PercentAtTenKilohertz) {
+  SKIP_WITHOUT_PERF();
+  auto w = StartWorkload({"spin", "0"});
+  ASSERT_TRUE(w);
+  sframe::PerfEvent ev = sframe::PerfEvent::open_process(w->pid(), PerfOptions(10000));
+  Session s = Session::start(Target::kProcess, w->pid(), SframeOnly());
+  Collected c = Collect(&s, &ev, 3000);
+  w->Kill();
+
+  ChainCheck check;
+  size_t other_pid = 0;
+  for (const Sample* smp : c.Samples()) {
+    if (smp->pid != static_cast<uint32_t>(w->pid())) other_pid++;
+    CheckChain(*smp, User(*smp), kSpinChain, &check);
+  }
+  RecordProperty("samples", std::to_string(c.stats.samples));
+  RecordProperty("records", std::to_string(c.records.size()));
+  RecordProperty("perf_samples", std::to_string(ev.counts().samples));
+  RecordProperty("complete", std::to_string(check.complete) + "/" + std::to_string(check.considered));
+  RecordProperty("bytes_per_record",
+                 std::to_string(c.records.empty() ? 0 : c.bytes / c.records.size()));
+  EXPECT_EQ(other_pid, 0u) << "records of other processes";
+  // 3 s of a CPU-bound task at 10 kHz: thousands of samples even under TCG.
+  EXPECT_TRUE(MostlyComplete(check, 0.99, 1000));
+  EXPECT_EQ(c.stats.lost, 0u) << "records dropped at 10 kHz with the default buffer";
+  EXPECT_EQ(c.LostRecords(), 0u);
+  EXPECT_EQ(c.stats.records, c.Samples().size()) << "records written vs read";
+  EXPECT_GE(c.stats.samples, c.stats.records);
+  // Every sample perf took of its event reached the session (the last few
+  // may be in flight when perf's ring was drained).
+  EXPECT_GE(c.stats.samples + 10, ev.counts().samples);
+}
+
+TEST_F(SessionTest, ReadsOfDevZeroCarryKernelFramesAndShareOneUnwindPerEntry) {
+  SKIP_WITHOUT_PERF();
+  if (UserOnly()) GTEST_SKIP() << "kernel-mode samples need paranoid <= 1 (is " << paranoid_ << ")";
+  auto w = StartWorkload({"read", "0", std::to_string(8 << 20)});
+  ASSERT_TRUE(w);
+  sframe::PerfEvent ev = sframe::PerfEvent::open_process(w->pid(), PerfOptions(10000));
+  Session s = Session::start(Target::kProcess, w->pid(), SframeOnly());
+  ASSERT_TRUE(s.kernel_visible()) << "as root the session must show kernel addresses";
+  Collected c = Collect(&s, &ev, 3000);
+  w->Kill();
+
+  sframe::KernelSymbolizer k;
+  ChainCheck in_kernel;
+  std::map<uint64_t, size_t> per_cookie;
+  size_t kernel_mode = 0, with_vfs_read = 0, bad_kernel_ip = 0;
+  std::string example;
+  for (const Sample* smp : c.Samples()) {
+    if (smp->has(SFRAME_SAMPLE_F_USER_MODE)) continue;
+    kernel_mode++;
+    per_cookie[smp->cookie]++;
+    EXPECT_FALSE(smp->has(SFRAME_SAMPLE_F_KERNEL_HIDDEN)) << Describe(*smp, User(*smp), &k);
+    for (uint64_t ip : smp->kernel) {
+      if (ip < 0xffff800000000000ull) bad_kernel_ip++;
+    }
+    if (k.usable()) {
+      for (uint64_t ip : smp->kernel) {
+        if (k.symbolize(ip).name == "vfs_read") {
+          with_vfs_read++;
+          break;
+        }
+      }
+    }
+    CheckChain(*smp, User(*smp), kReadChain, &in_kernel, &k);
+    if (example.empty() && !smp->kernel.empty()) example = Describe(*smp, User(*smp), &k);
+  }
+  size_t max_per_cookie = 0;
+  for (const auto& [cookie, n] : per_cookie) max_per_cookie = std::max(max_per_cookie, n);
+  RecordProperty("kernel_mode_samples", std::to_string(kernel_mode));
+  RecordProperty("cookies", std::to_string(per_cookie.size()));
+  RecordProperty("max_samples_per_cookie", std::to_string(max_per_cookie));
+  RecordProperty("unwinds", std::to_string(c.stats.unwinds));
+  RecordProperty("samples", std::to_string(c.stats.samples));
+  std::printf("example record:\n%s", example.c_str());
+
+  ASSERT_GE(kernel_mode, 500u) << "a task reading 8 MiB of /dev/zero per call spends its time in "
+                                  "the kernel";
+  EXPECT_EQ(bad_kernel_ip, 0u) << "kernel frames below the kernel's half of the address space";
+  if (k.usable()) {
+    EXPECT_GE(with_vfs_read * 10, kernel_mode * 8)
+        << with_vfs_read << " of " << kernel_mode << " kernel-mode samples have vfs_read in "
+        << "their kernel frames; e.g.\n" << example;
+  }
+  // The user chain that made the call, stitched to the kernel frames.
+  EXPECT_TRUE(MostlyComplete(in_kernel, 0.99, 500));
+  EXPECT_GE(in_kernel.considered * 100, kernel_mode * 99) << "kernel-mode samples whose user PC "
+                                                             "is not the read syscall";
+  EXPECT_GE(max_per_cookie, 2u) << "no kernel entry got two samples";
+  EXPECT_LT(per_cookie.size(), kernel_mode) << "every sample had its own cookie";
+  EXPECT_LT(c.stats.unwinds, c.stats.samples);
+  EXPECT_GT(c.stats.unwinds, 0u);
+  EXPECT_EQ(c.stats.lost, 0u);
+}
+
+// ---- threads --------------------------------------------------------------------------
+
+TEST_F(SessionTest, EightThreadsAreEachSampledWithTheirOwnChains) {
+  SKIP_WITHOUT_PERF();
+  auto w = StartWorkload({"threads", "8", "0"});
+  ASSERT_TRUE(w);
+  ASSERT_TRUE(w->WaitFor("tid", 8, 10000)) << w->output();
+  std::vector<pid_t> tids = w->Tids();
+  sframe::PerfEvent ev = sframe::PerfEvent::open_process(w->pid(), PerfOptions(10000));
+  Session s = Session::start(Target::kProcess, w->pid(), SframeOnly());
+  Collected c = Collect(&s, &ev, 3000);
+
+  ChainCheck check;
+  std::map<uint32_t, size_t> per_tid;
+  for (const Sample* smp : c.Samples()) {
+    EXPECT_EQ(smp->pid, static_cast<uint32_t>(w->pid()));
+    per_tid[smp->tid]++;
+    CheckChain(*smp, User(*smp), kThreadChain, &check);
+  }
+  for (pid_t t : tids) {
+    EXPECT_GE(per_tid[static_cast<uint32_t>(t)], 20u) << "thread " << t << " barely sampled";
+  }
+  EXPECT_TRUE(MostlyComplete(check, 0.99, 1000));
+  EXPECT_EQ(c.stats.lost, 0u);
+
+  // A session on one thread sees only that thread.
+  const pid_t one = tids.at(3);
+  Session t = Session::start(Target::kThread, one, SframeOnly());
+  Collected ct = Collect(&t, &ev, 1000);
+  w->Kill();
+  size_t others = 0;
+  for (const Sample* smp : ct.Samples()) others += smp->tid != static_cast<uint32_t>(one);
+  EXPECT_GE(ct.Samples().size(), 20u);
+  EXPECT_EQ(others, 0u) << "a thread session got samples of other threads";
+}
+
+TEST_F(SessionTest, TwoSessionsAtOnceSeeTheSameSamplesIndependently) {
+  SKIP_WITHOUT_PERF();
+  auto w = StartWorkload({"threads", "8", "0"});
+  ASSERT_TRUE(w);
+  sframe::PerfEvent ev = sframe::PerfEvent::open_process(w->pid(), PerfOptions(10000));
+  Session a = Session::start(Target::kProcess, w->pid(), SframeOnly());
+  Session b = Session::start(Target::kProcess, w->pid(), SframeOnly());
+  std::vector<Collected> c = Collect({&a, &b}, &ev, 2000);
+  w->Kill();
+
+  std::set<std::pair<uint32_t, uint64_t>> seen[2];
+  ChainCheck check[2];
+  for (int i = 0; i < 2; i++) {
+    for (const Sample* smp : c[i].Samples()) {
+      seen[i].insert({smp->tid, smp->time});
+      CheckChain(*smp, User(*smp), kThreadChain, &check[i]);
+    }
+    EXPECT_TRUE(MostlyComplete(check[i], 0.99, 500)) << "session " << i;
+    EXPECT_EQ(c[i].stats.lost, 0u) << "session " << i;
+  }
+  size_t common = 0;
+  for (const auto& k : seen[0]) common += seen[1].count(k);
+  EXPECT_GE(common * 100, seen[0].size() * 99) << "samples of session 0 also in session 1";
+  EXPECT_GE(common * 100, seen[1].size() * 99) << "samples of session 1 also in session 0";
+  EXPECT_EQ(c[0].stats.samples, c[1].stats.samples);
+}
+
+// ---- lifetimes --------------------------------------------------------------------------
+
+TEST_F(SessionTest, TargetKilledMidSessionGivesExitedOrCompleteRecords) {
+  SKIP_WITHOUT_PERF();
+  for (int round = 0; round < 3; round++) {
+    auto w = StartWorkload({"read", "0", std::to_string(8 << 20)});
+    ASSERT_TRUE(w);
+    sframe::PerfEvent ev = sframe::PerfEvent::open_process(w->pid(), PerfOptions(10000));
+    Session s = Session::start(Target::kProcess, w->pid(), SframeOnly());
+    Collected c = Collect(&s, &ev, 1500, [&] { w->Kill(); });
+    EXPECT_EQ(w->Wait(), 128 + SIGKILL);
+
+    ChainCheck check;
+    size_t exited = 0, wrong = 0;
+    std::string bad;
+    for (const Sample* smp : c.Samples()) {
+      if (smp->user.empty()) {
+        // No user stack: only for a reason the flags give.
+        if (smp->has(SFRAME_SAMPLE_F_EXITED) && smp->has(SFRAME_SAMPLE_F_NO_USER)) {
+          exited++;
+        } else {
+          wrong++;
+          if (bad.size() < 2000) bad += Describe(*smp, {});
+        }
+        continue;
+      }
+      EXPECT_FALSE(smp->has(SFRAME_SAMPLE_F_EXITED)) << "EXITED with a user stack";
+      CheckChain(*smp, User(*smp), kReadChain, &check);
+    }
+    RecordProperty("exited_round" + std::to_string(round), std::to_string(exited));
+    EXPECT_EQ(wrong, 0u) << "records without a user stack and without EXITED|NO_USER:\n" << bad;
+    EXPECT_TRUE(MostlyComplete(check, 1.0, 100)) << "round " << round;
+    EXPECT_EQ(check.considered + exited + wrong, c.Samples().size())
+        << "records whose first user frame is not in the read chain";
+  }
+}
+
+TEST_F(SessionTest, TargetThatExecsNeverStitchesTheOldStackToTheNew) {
+  SKIP_WITHOUT_PERF();
+  auto w = StartWorkload({"exec", "1000", "0"});
+  ASSERT_TRUE(w);
+  sframe::PerfEvent ev = sframe::PerfEvent::open_process(w->pid(), PerfOptions(10000));
+  Session s = Session::start(Target::kProcess, w->pid(), SframeOnly());
+  Collected c;
+  // The old image's maps are needed to name its frames: read them now.
+  sym_.load_process(w->pid());
+  sframe::Symbolizer old_sym;
+  old_sym.load_process(w->pid());
+  c = Collect(&s, &ev, 2500);
+  ASSERT_TRUE(w->WaitFor("text", 2, 5000)) << "the new image did not start:\n" << w->output();
+  sframe::Symbolizer new_sym;
+  new_sym.load_process(w->pid());
+  w->Kill();
+  auto texts = w->Texts();
+  ASSERT_EQ(texts.size(), 2u);
+  auto in = [](uint64_t pc, std::pair<uint64_t, uint64_t> r) {
+    return pc >= r.first && pc < r.second;
+  };
+
+  ChainCheck old_chain, new_chain;
+  size_t execed = 0, old_n = 0, new_n = 0, wrong = 0;
+  std::string bad;
+  for (const Sample* smp : c.Samples()) {
+    if (smp->user.empty()) {
+      if (smp->has(SFRAME_SAMPLE_F_EXECED)) execed++;
+      continue;
+    }
+    EXPECT_FALSE(smp->has(SFRAME_SAMPLE_F_EXECED)) << "EXECED with a user stack";
+    size_t in_old = 0, in_new = 0;
+    for (uint64_t pc : smp->user) {
+      in_old += in(pc, texts[0]);
+      in_new += in(pc, texts[1]);
+    }
+    if (in_old && in_new) {
+      wrong++;
+      if (bad.size() < 3000) bad += Describe(*smp, old_sym.symbolize_frames(smp->pid, smp->user));
+    } else if (in_old) {
+      old_n++;
+      CheckChain(*smp, old_sym.symbolize_frames(smp->pid, smp->user), kExecChain, &old_chain);
+    } else if (in_new) {
+      new_n++;
+      CheckChain(*smp, new_sym.symbolize_frames(smp->pid, smp->user), kSpinChain, &new_chain);
+    }
+  }
+  RecordProperty("execed", std::to_string(execed));
+  RecordProperty("old_image", std::to_string(old_n));
+  RecordProperty("new_image", std::to_string(new_n));
+  EXPECT_EQ(wrong, 0u) << "frames of both images in one record:\n" << bad;
+  EXPECT_GE(old_n, 100u) << "samples of the old image";
+  EXPECT_GE(new_n, 100u) << "samples of the new image";
+  // Before exec the old chain is complete; after it the new image's chain.
+  EXPECT_TRUE(MostlyComplete(old_chain, 1.0, 100)) << "old image";
+  EXPECT_TRUE(MostlyComplete(new_chain, 0.99, 100)) << "new image";
+}
+
+TEST_F(SessionTest, ClosingSessionsMidFlightLeavesLaterSessionsWorking) {
+  SKIP_WITHOUT_PERF();
+  auto w = StartWorkload({"read", "0", std::to_string(8 << 20)});
+  ASSERT_TRUE(w);
+  sframe::PerfEvent ev = sframe::PerfEvent::open_process(w->pid(), PerfOptions(10000));
+  ev.enable();
+  for (int i = 0; i < 10; i++) {
+    // Never read: samples pile up and unwinds are pending when it closes.
+    Session s = Session::start(Target::kProcess, w->pid(), SframeOnly());
+    std::this_thread::sleep_for(std::chrono::milliseconds(100 + 20 * i));
+    ev.drain();
+    EXPECT_GT(s.stats().samples, 0u) << "round " << i;
+    s.close();
+  }
+  Session last = Session::start(Target::kProcess, w->pid(), SframeOnly());
+  Collected c = Collect(&last, &ev, 1000);
+  w->Kill();
+  ChainCheck check;
+  for (const Sample* smp : c.Samples()) CheckChain(*smp, User(*smp), kReadChain, &check);
+  EXPECT_TRUE(MostlyComplete(check, 0.99, 100));
+  EXPECT_EQ(c.stats.samples, c.stats.records + c.stats.lost + c.stats.lost_capture);
+}
+
+// ---- ABI errors ---------------------------------------------------------------------------
+
+TEST_F(SessionTest, StartErrors) {
+  SKIP_WITHOUT_PERF();
+  sframe::SessionOptions o;
+  o.device = vmtest::DevicePath();
+  // A pid that does not exist (pid_max is at most 2^22).
+  EXPECT_EQ(sframe::errno_of([&] { Session::start(Target::kProcess, 0x7ffffff0, o); }), ESRCH);
+  EXPECT_EQ(sframe::errno_of([&] { Session::start(static_cast<Target>(9), getpid(), o); }),
+            EINVAL);
+  sframe::SessionOptions big = o;
+  big.max_user_frames = SFRAME_MAX_FRAMES + 1;
+  EXPECT_EQ(sframe::errno_of([&] { Session::start(Target::kProcess, getpid(), big); }), EINVAL);
+  sframe::SessionOptions bad_flags = o;
+  bad_flags.unwind_flags = 0x80;
+  EXPECT_EQ(sframe::errno_of([&] { Session::start(Target::kProcess, getpid(), bad_flags); }),
+            EINVAL);
+
+  // One session per file.
+  Session s = Session::start(Target::kProcess, getpid(), o);
+  sframe_session_start req{};
+  req.size = sizeof(req);
+  req.target_type = SFRAME_TARGET_PROCESS;
+  req.target_id = getpid();
+  EXPECT_EQ(ioctl(s.fd(), SFRAME_IOC_SESSION_START, &req), -1);
+  EXPECT_EQ(errno, EBUSY);
+  // A reserved field set.
+  sframe::UniqueFd f = sframe::UniqueFd::open(vmtest::DevicePath(), O_RDWR);
+  req.reserved[1] = 1;
+  EXPECT_EQ(ioctl(f.get(), SFRAME_IOC_SESSION_START, &req), -1);
+  EXPECT_EQ(errno, EINVAL);
+  // Reading a file that is no session.
+  char buf[256];
+  EXPECT_EQ(read(f.get(), buf, sizeof(buf)), -1);
+  // A buffer too small for a record.
+  EXPECT_EQ(read(s.fd(), buf, 8), -1);
+  EXPECT_TRUE(errno == EINVAL || errno == EAGAIN) << std::strerror(errno);
+  // Stats of a fresh session: nothing yet.
+  sframe::SessionStats st = s.stats();
+  EXPECT_EQ(st.lost, 0u);
+  EXPECT_EQ(st.records, st.samples - st.lost - st.lost_capture);
+}
+
+// ---- unprivileged ---------------------------------------------------------------------------
+
+// What a uid-65534 process may do with paranoid 2: sessions on its own
+// processes, user-only samples, no kernel addresses; nothing on root's.
+std::string NobodyAtParanoidTwo(pid_t roots_process) {
+  std::ostringstream err;
+  sframe::SessionOptions o;
+  o.device = vmtest::DevicePath();
+  o.unwind_flags = SFRAME_UNWIND_F_SFRAME;
+  int e = sframe::errno_of([&] { Session::start(Target::kProcess, roots_process, o); });
+  if (e != EPERM) err << "session on root's process " << roots_process << ": errno " << e << " (" << sframe::errno_name(e) << "), want EPERM\n";
+  e = sframe::errno_of([&] { Session::start(Target::kThread, roots_process, o); });
+  if (e != EPERM) err << "session on root's thread: " << sframe::errno_name(e) << ", want EPERM\n";
+  e = sframe::errno_of([&] { Session::start(Target::kAll, 0, o); });
+  if (e != EACCES) err << "session on all tasks: " << sframe::errno_name(e) << ", want EACCES\n";
+
+  std::string why;
+  auto w = Workload::Start({"spin", "0"}, &why);
+  if (!w) return err.str() + why;
+  sframe::PerfEventOptions po;
+  po.frequency = 10000;
+  po.exclude_kernel = true;  // paranoid 2: user-space only
+  sframe::PerfEvent ev = sframe::PerfEvent::open_process(w->pid(), po);
+  Session s = Session::start(Target::kProcess, w->pid(), o);
+  if (s.kernel_visible()) err << "out_flags KERNEL_VISIBLE for uid 65534 at paranoid 2\n";
+  Collected c = Collect(&s, &ev, 1500);
+  w->Kill();
+  sframe::Symbolizer sym;
+  ChainCheck check;
+  size_t with_kernel = 0, not_hidden = 0;
+  for (const Sample* smp : c.Samples()) {
+    with_kernel += !smp->kernel.empty();
+    not_hidden += !smp->has(SFRAME_SAMPLE_F_KERNEL_HIDDEN);
+    CheckChain(*smp, sym.symbolize_frames(smp->pid, smp->user), kSpinChain, &check);
+  }
+  if (c.Samples().size() < 100) err << "only " << c.Samples().size() << " records\n";
+  if (with_kernel) err << with_kernel << " records carry kernel frames\n";
+  if (not_hidden) err << not_hidden << " records without KERNEL_HIDDEN\n";
+  auto r = MostlyComplete(check, 0.99, 100);
+  if (!r) err << r.message();
+  return err.str();
+}
+
+TEST_F(SessionTest, UnprivilegedCannotTraceOthersNorSeeKernelAddresses) {
+  if (IsRoot()) {
+    std::string verdict = RunAsNobody(2, [] { return NobodyAtParanoidTwo(getppid()); });
+    EXPECT_EQ(verdict, "");
+  } else if (paranoid_ == 2) {
+    EXPECT_EQ(NobodyAtParanoidTwo(1), "");
+  } else {
+    GTEST_SKIP() << "runs as root (in a child dropping to uid 65534 with paranoid 2) or as an "
+                    "unprivileged user when perf_event_paranoid is 2 (it is "
+                 << paranoid_ << ")";
+  }
+}
+
+std::string NobodyAtParanoidThree() {
+  sframe::SessionOptions o;
+  o.device = vmtest::DevicePath();
+  std::string err;
+  for (auto [t, id] : {std::pair<Target, pid_t>{Target::kProcess, getpid()},
+                       {Target::kThread, static_cast<pid_t>(syscall(SYS_gettid))},
+                       {Target::kAll, 0}}) {
+    int e = sframe::errno_of([&] { Session::start(t, id, o); });
+    if (e != EACCES) {
+      err += "target " + std::to_string(static_cast<int>(t)) + ": " + sframe::errno_name(e) +
+             ", want EACCES\n";
+    }
+  }
+  return err;
+}
+
+TEST_F(SessionTest, ParanoidThreeRefusesUnprivilegedSessions) {
+  if (IsRoot()) {
+    EXPECT_EQ(RunAsNobody(3, NobodyAtParanoidThree), "");
+    // Root is not bound by it.
+    ParanoidGuard g(3);
+    ASSERT_TRUE(g.ok());
+    sframe::SessionOptions o;
+    o.device = vmtest::DevicePath();
+    EXPECT_NO_THROW(Session::start(Target::kAll, 0, o));
+  } else if (paranoid_ > 2) {
+    EXPECT_EQ(NobodyAtParanoidThree(), "");
+  } else {
+    GTEST_SKIP() << "perf_event_paranoid is " << paranoid_ << ", not 3, and only root may change it";
+  }
+}
+
+// ---- the module cannot go while a session is open -------------------------------------------
+
+long ModuleRefcount() {
+  std::ifstream f(std::string("/sys/module/") + kModule + "/refcnt");
+  long n = -1;
+  f >> n;
+  return f ? n : -1;
+}
+
+TEST_F(SessionTest, ModuleUnloadIsRefusedWhileASessionIsOpen) {
+  if (!IsRoot()) {
+    GTEST_SKIP() << "unloading a module needs CAP_SYS_MODULE (uid " << geteuid() << ")";
+  }
+  auto w = StartWorkload({"read", "0", std::to_string(8 << 20)});
+  ASSERT_TRUE(w);
+  sframe::PerfEvent ev = sframe::PerfEvent::open_process(w->pid(), PerfOptions(10000));
+  sframe::SessionOptions o;
+  o.device = vmtest::DevicePath();
+  dev_.reset();  // only the session holds the device now
+  Session s = Session::start(Target::kProcess, w->pid(), o);
+  ev.enable();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_GT(ModuleRefcount(), 0);
+  // delete_module(2) with O_NONBLOCK is what rmmod does.  On 6.1 a module in
+  // use gives EWOULDBLOCK (== EAGAIN); EBUSY is what older kernels and the
+  // "already dying" case give.  Either way the module must stay.
+  errno = 0;
+  long r = syscall(SYS_delete_module, kModule, O_NONBLOCK);
+  int e = errno;
+  EXPECT_EQ(r, -1) << "the module was unloaded under an open session";
+  EXPECT_TRUE(e == EBUSY || e == EAGAIN) << "delete_module: " << sframe::errno_name(e);
+  // rmmod says so too.
+  int rc = std::system((std::string("rmmod ") + kModule + " >/dev/null 2>&1").c_str());
+  EXPECT_NE(rc, 0) << "rmmod succeeded under an open session";
+  std::ifstream mods("/proc/modules");
+  std::string all((std::istreambuf_iterator<char>(mods)), std::istreambuf_iterator<char>());
+  ASSERT_NE(all.find(std::string(kModule) + " "), std::string::npos) << "module gone";
+  // The session still works.
+  std::vector<Record> recs;
+  for (int i = 0; i < 20 && recs.empty(); i++) {
+    ev.drain();
+    s.poll_read(&recs, 100);
+  }
+  EXPECT_FALSE(recs.empty());
+  ev.disable();
+  w->Kill();
+}
+
+}  // namespace
