@@ -4,6 +4,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include <time.h>
@@ -11,6 +12,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -57,9 +59,40 @@ PerfEvent::Event PerfEvent::open_one(pid_t pid, int cpu, const PerfEventOptions&
   return ev;
 }
 
+// The threads of process pid (/proc/PID/task), or just pid if unreadable.
+static std::vector<pid_t> threads_of(pid_t pid) {
+  std::vector<pid_t> out;
+  if (DIR* d = opendir(("/proc/" + std::to_string(pid) + "/task").c_str())) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] >= '0' && e->d_name[0] <= '9') {
+        out.push_back(static_cast<pid_t>(std::strtol(e->d_name, nullptr, 10)));
+      }
+    }
+    closedir(d);
+  }
+  if (out.empty()) out.push_back(pid);
+  return out;
+}
+
 PerfEvent PerfEvent::open_process(pid_t pid, const PerfEventOptions& options) {
   PerfEvent p;
-  p.events_.push_back(open_one(pid, -1, options));
+  // An event follows one task (and, inherited, the tasks it creates later):
+  // the threads that exist already each need their own, as with perf record
+  // -p.  perf_mmap() refuses the ring of an inherited event on any CPU (cpu
+  // -1), since all children would write into one buffer: so, inherited,
+  // one event per thread and CPU.
+  const long ncpu = options.inherit ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
+  for (pid_t tid : threads_of(pid)) {
+    for (int cpu = 0; cpu < ncpu; cpu++) {
+      try {
+        p.events_.push_back(open_one(tid, options.inherit ? cpu : -1, options));
+      } catch (const Error& e) {
+        // A thread that exited meanwhile is no error; anything else is.
+        if (e.err() != ESRCH || tid == pid) throw;
+        break;
+      }
+    }
+  }
   return p;
 }
 

@@ -1,6 +1,9 @@
 // sframe-client: a small command-line front end of libsframe-client.
 //
 //   sframe-client stats           counters of the module (SFRAME_IOC_GET_STATS)
+//   sframe-client record [-F HZ] [-d SECONDS] [-q] [-u] (-p PID | -a | -- COMMAND ...)
+//                                 profile through a session: each stitched
+//                                 stack symbolized, then a summary (record.cc)
 //   sframe-client sections FILE   the .sframe section of an ELF file: size,
 //                                 version, flags, FDE and FRE counts
 //                                 (with --fdes, one line per FDE)
@@ -15,11 +18,15 @@
 #include "sframe_source_mem.h"
 #endif
 
+int cmd_record(int argc, char** argv);  // record.cc
+
 namespace {
 
 int usage(FILE* out) {
   std::fprintf(out,
                "usage: sframe-client stats [DEVICE]\n"
+               "       sframe-client record [-F HZ] [-d SECONDS] [-q] [-u] "
+               "(-p PID | -a | -- COMMAND [ARGS...])\n"
 #ifdef SFRAME_CLIENT_HAVE_DECODER
                "       sframe-client sections [--fdes] FILE\n"
 #endif
@@ -104,6 +111,7 @@ int main(int argc, char** argv) {
   const std::string cmd = argv[1];
   try {
     if (cmd == "stats") return cmd_stats(argc - 2, argv + 2);
+    if (cmd == "record") return cmd_record(argc - 2, argv + 2);
 #ifdef SFRAME_CLIENT_HAVE_DECODER
     if (cmd == "sections") return cmd_sections(argc - 2, argv + 2);
 #endif

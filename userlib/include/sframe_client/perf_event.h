@@ -49,7 +49,11 @@ class PerfEvent {
   PerfEvent(PerfEvent&&) noexcept = default;
   PerfEvent& operator=(PerfEvent&&) noexcept = default;
 
-  // One event on pid (any CPU), created disabled.  Throws
+  // Events on every thread of process pid (/proc/PID/task), created
+  // disabled: with options.inherit (threads and children created later are
+  // followed) one per thread and online CPU, since the kernel refuses to map
+  // the ring of an inherited event not bound to a CPU; else one per thread.
+  // Throws
   // sframe::Error(op::kPerfEventOpen, "pid N") with perf_event_open's errno
   // (EACCES/EPERM: perf_event_paranoid, ESRCH: no such process), or
   // op::kMmap.
