@@ -12,8 +12,10 @@
 //   session_workload exec MS SECONDS      main -> wl_exec_a -> wl_exec_leaf
 //                                         spins MS ms, then execs itself as
 //                                         "spin SECONDS"
-//   session_workload work N               main -> wl_spin_a ... a fixed
-//                                         amount of work; prints its time
+//   session_workload work N [wait]        main -> wl_spin_a ... a fixed
+//                                         amount of work (N rounds); prints
+//                                         its time; with `wait`, starts at
+//                                         a byte on stdin
 //
 // SECONDS 0 means until killed.  It prints (flushed):
 //   text START END      its executable text (every image prints it)
@@ -122,7 +124,11 @@ WL_NOIPA long wl_read_a(int fd, void* buf, size_t len) {
 
 static pthread_mutex_t g_print = PTHREAD_MUTEX_INITIALIZER;
 
-WL_NOIPA uint64_t wl_thread_leaf(uint64_t x) { return wl_spin_leaf(x, -1); }
+WL_NOIPA uint64_t wl_thread_leaf(uint64_t x) {
+  uint64_t r = wl_spin_leaf(x, -1);
+  WL_BARRIER();  // no tail call: this frame stays in the chain
+  return r + 1;
+}
 WL_NOIPA uint64_t wl_thread_b(uint64_t x) {
   uint64_t r = wl_thread_leaf(x);
   WL_BARRIER();
@@ -237,9 +243,15 @@ int main(int argc, char** argv) {
     std::snprintf(g_seconds_after, sizeof(g_seconds_after), "%ld", a3);
     stop_after_ms(a2);
     ready();
-    return wl_exec_a(1);
+    int r = wl_exec_a(1);  // not a tail call: main keeps its frame
+    WL_BARRIER();
+    return r;
   } else if (std::strcmp(mode, "work") == 0) {
     ready();
+    if (argc > 3 && std::strcmp(argv[3], "wait") == 0) {
+      char c;  // the go: one byte on stdin
+      if (read(0, &c, 1) != 1) return 4;
+    }
     uint64_t t0 = now_ns();
     g_sink = wl_spin_a(1, a2);
     uint64_t t1 = now_ns();
