@@ -13,3 +13,16 @@ add_executable(unwind_vmbench unwind_vmbench.cc
 # libsframe-client), so both methods step through them.
 target_compile_options(unwind_vmbench PRIVATE -O2 -Wall -Wextra -Wa,--gsframe -fno-omit-frame-pointer)
 target_link_libraries(unwind_vmbench PRIVATE sframe-client)
+
+# profile_vmbench: the cost of profiling through a session (and, when perf is
+# installed, of perf record --call-graph fp/dwarf) to the profiled workload,
+# session_workload from tests/vm.
+if(TARGET session_workload)
+  add_executable(profile_vmbench profile_vmbench.cc)
+  target_compile_options(profile_vmbench PRIVATE -O2 -Wall -Wextra)
+  target_link_libraries(profile_vmbench PRIVATE sframe-client)
+  target_compile_definitions(profile_vmbench PRIVATE
+    SFRAME_BENCH_WORKLOAD="$<TARGET_FILE:session_workload>")
+  set_target_properties(profile_vmbench PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
+  add_dependencies(profile_vmbench session_workload)
+endif()

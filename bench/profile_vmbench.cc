@@ -1,0 +1,297 @@
+// profile_vmbench: what profiling through a session costs the profiled
+// program, in the VM (it needs /dev/sframe_unwind; run by
+// tests/vm/run-vm.sh --bench).  Prints; asserts nothing about time.
+//
+// The workload is session_workload's `work` mode (a fixed number of rounds
+// in a chain of four functions built with -fomit-frame-pointer and
+// --gsframe), started as a child that waits for a byte on stdin, so the
+// event and the session are in place before it starts.  For each sampling
+// rate (1 kHz, 10 kHz) it runs:
+//   none      no event: the baseline
+//   perf-only the cpu-clock event with its ring drained, no session
+//   session   the event and a session (this module), records read as they
+//             come
+// and, when `perf` is installed (linux-perf), `perf record -e cpu-clock -F
+// HZ --call-graph fp` and `--call-graph dwarf` on the same workload.  Each
+// is run kRuns times; the median of the workload's own elapsed time is
+// shown with the slowdown against the baseline, and bytes per sample (the
+// session's read() bytes per record, or perf.data's size per sample).
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sframe_client/sframe_client.h"
+
+extern char** environ;
+
+namespace {
+
+constexpr int kRuns = 3;
+constexpr double kTargetSeconds = 2.0;
+
+struct Child {
+  pid_t pid = -1;
+  sframe::UniqueFd in, out, err;
+  std::string output, errors;
+};
+
+// Starts argv with pipes for stdin, stdout, stderr.
+Child Spawn(const std::vector<std::string>& args) {
+  int in[2], out[2], err[2];
+  if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) {
+    throw sframe::Error(errno, "pipe", "");
+  }
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+  std::vector<std::string> a = args;
+  std::vector<char*> argv;
+  for (std::string& s : a) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  Child c;
+  int rc = posix_spawnp(&c.pid, argv[0], &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  close(in[0]);
+  close(out[1]);
+  close(err[1]);
+  c.in.reset(in[1]);
+  c.out.reset(out[0]);
+  c.err.reset(err[0]);
+  if (rc != 0) throw sframe::Error(rc, "spawn", args[0]);
+  return c;
+}
+
+// Reads what is available from the child's stdout/stderr within timeout_ms.
+void Pump(Child* c, int timeout_ms) {
+  pollfd p[2] = {{c->out.get(), POLLIN, 0}, {c->err.get(), POLLIN, 0}};
+  if (poll(p, 2, timeout_ms) <= 0) return;
+  char buf[4096];
+  for (int i = 0; i < 2; i++) {
+    if (!(p[i].revents & (POLLIN | POLLHUP))) continue;
+    ssize_t n = read(p[i].fd, buf, sizeof(buf));
+    if (n > 0) (i == 0 ? c->output : c->errors).append(buf, static_cast<size_t>(n));
+  }
+}
+
+bool HasLine(const std::string& s, const std::string& prefix) {
+  return s.find("\n" + prefix) != std::string::npos || s.rfind(prefix, 0) == 0;
+}
+
+std::optional<uint64_t> Value(const std::string& s, const std::string& key) {
+  size_t at = s.find(key + " ");
+  if (at == std::string::npos) return std::nullopt;
+  return std::strtoull(s.c_str() + at + key.size() + 1, nullptr, 10);
+}
+
+int Finish(Child* c) {
+  c->in.reset();
+  int st = 0;
+  for (;;) {
+    pid_t r = waitpid(c->pid, &st, WNOHANG);
+    if (r == c->pid) break;
+    Pump(c, 50);
+  }
+  for (int i = 0; i < 20; i++) Pump(c, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+struct Result {
+  double seconds = 0;
+  uint64_t samples = 0;
+  uint64_t bytes = 0;
+  uint64_t unwinds = 0;
+  uint64_t lost = 0;
+  bool ok = false;
+  std::string error;
+};
+
+enum class Mode { kNone, kPerfOnly, kSession };
+
+Result RunOurs(const std::string& workload, uint64_t rounds, Mode mode, uint64_t hz) {
+  Result r;
+  Child c = Spawn({workload, "work", std::to_string(rounds), "wait"});
+  while (!HasLine(c.output, "ready")) {
+    Pump(&c, 1000);
+    if (waitpid(c.pid, nullptr, WNOHANG) == c.pid) {
+      r.error = "workload died: " + c.errors;
+      return r;
+    }
+  }
+  std::optional<sframe::PerfEvent> ev;
+  std::optional<sframe::Session> s;
+  if (mode != Mode::kNone) {
+    sframe::PerfEventOptions po;
+    po.frequency = hz;
+    ev.emplace(sframe::PerfEvent::open_process(c.pid, po));
+  }
+  if (mode == Mode::kSession) s.emplace(sframe::Session::start(sframe::Target::kProcess, c.pid));
+  if (ev) ev->enable();
+  char go = 'g';
+  if (write(c.in.get(), &go, 1) != 1) throw sframe::Error(errno, "write", "workload stdin");
+  std::vector<sframe::Record> recs;
+  int st = -1;
+  for (;;) {
+    if (s) {
+      recs.clear();
+      s->poll_read(&recs, 20);
+    } else {
+      Pump(&c, 20);
+    }
+    if (ev) ev->drain();
+    if (waitpid(c.pid, &st, WNOHANG) == c.pid) break;
+  }
+  if (s) {
+    for (int i = 0; i < 5; i++) {
+      recs.clear();
+      s->poll_read(&recs, 20);
+    }
+    sframe::SessionStats stats = s->stats();
+    r.samples = stats.records;
+    r.unwinds = stats.unwinds;
+    r.lost = stats.lost + stats.lost_capture;
+    r.bytes = s->bytes_read();
+  } else if (ev) {
+    r.samples = ev->drain().samples;
+    r.bytes = ev->counts().bytes;
+  }
+  for (int i = 0; i < 20; i++) Pump(&c, 10);
+  auto ns = Value(c.output, "elapsed_ns");
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0 || !ns) {
+    r.error = "workload failed: " + c.output + c.errors;
+    return r;
+  }
+  r.seconds = double(*ns) / 1e9;
+  r.ok = true;
+  return r;
+}
+
+Result RunPerf(const std::string& workload, uint64_t rounds, uint64_t hz, const char* call_graph) {
+  Result r;
+  std::string data = "/tmp/profile_vmbench.perf.data";
+  unlink(data.c_str());
+  Child c = Spawn({"perf", "record", "-q", "-e", "cpu-clock", "-F", std::to_string(hz),
+                   "--call-graph", call_graph, "-o", data, "--", workload, "work",
+                   std::to_string(rounds), "wait"});
+  char go = 'g';
+  if (write(c.in.get(), &go, 1) != 1) {
+    r.error = "perf did not start";
+    Finish(&c);
+    return r;
+  }
+  int rc = Finish(&c);
+  auto ns = Value(c.output, "elapsed_ns");
+  struct stat sb {};
+  if (rc != 0 || !ns || stat(data.c_str(), &sb) != 0) {
+    r.error = "perf record failed (exit " + std::to_string(rc) + "): " + c.errors;
+    return r;
+  }
+  r.seconds = double(*ns) / 1e9;
+  r.bytes = static_cast<uint64_t>(sb.st_size);
+  // The sample count: "SAMPLE events: N" of perf report --stats.
+  Child st = Spawn({"perf", "report", "-i", data, "--stats"});
+  Finish(&st);
+  size_t at = st.output.find("SAMPLE events:");
+  if (at != std::string::npos) {
+    r.samples = std::strtoull(st.output.c_str() + at + std::strlen("SAMPLE events:"), nullptr, 10);
+  }
+  unlink(data.c_str());
+  r.ok = true;
+  return r;
+}
+
+Result Median(std::vector<Result> v) {
+  std::vector<Result> ok;
+  for (Result& r : v) {
+    if (r.ok) ok.push_back(r);
+  }
+  if (ok.empty()) return v.front();
+  std::sort(ok.begin(), ok.end(), [](const Result& a, const Result& b) { return a.seconds < b.seconds; });
+  return ok[ok.size() / 2];
+}
+
+bool HavePerf() {
+  Child c = Spawn({"sh", "-c", "command -v perf >/dev/null && perf --version"});
+  return Finish(&c) == 0;
+}
+
+void Print(const char* name, uint64_t hz, const Result& r, double base) {
+  if (!r.ok) {
+    std::printf("  %-22s %6" PRIu64 " Hz  failed: %s\n", name, hz, r.error.c_str());
+    return;
+  }
+  std::printf("  %-22s %6" PRIu64 " Hz  %8.3f s  %+7.2f %%  %8" PRIu64 " samples", name, hz,
+              r.seconds, base > 0 ? (r.seconds / base - 1) * 100 : 0.0, r.samples);
+  if (r.samples) {
+    std::printf("  %8.1f bytes/sample", double(r.bytes) / double(r.samples));
+  } else {
+    std::printf("  %20s", "");
+  }
+  if (r.unwinds) std::printf("  %" PRIu64 " unwinds, %" PRIu64 " lost", r.unwinds, r.lost);
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main() {
+  try {
+    const std::string workload = SFRAME_BENCH_WORKLOAD;
+    // Calibrate the rounds to about kTargetSeconds without profiling.
+    uint64_t rounds = 20000000;
+    Result cal = RunOurs(workload, rounds, Mode::kNone, 0);
+    if (!cal.ok) {
+      std::fprintf(stderr, "profile_vmbench: %s\n", cal.error.c_str());
+      return 1;
+    }
+    rounds = static_cast<uint64_t>(double(rounds) * kTargetSeconds / std::max(cal.seconds, 1e-3));
+    std::printf("profile_vmbench: session_workload work %" PRIu64
+                " (chain of 4 functions, -fomit-frame-pointer, .sframe); median of %d runs\n",
+                rounds, kRuns);
+    std::printf("  %-22s %9s  %10s  %9s  %8s\n", "profiler", "rate", "workload", "slowdown",
+                "samples");
+
+    auto median_of = [&](auto fn) {
+      std::vector<Result> v;
+      for (int i = 0; i < kRuns; i++) v.push_back(fn());
+      return Median(v);
+    };
+    Result base = median_of([&] { return RunOurs(workload, rounds, Mode::kNone, 0); });
+    Print("none", 0, base, base.seconds);
+    const bool perf = HavePerf();
+    for (uint64_t hz : {1000u, 10000u}) {
+      Print("cpu-clock event only", hz,
+            median_of([&] { return RunOurs(workload, rounds, Mode::kPerfOnly, hz); }), base.seconds);
+      Print("sframe session", hz,
+            median_of([&] { return RunOurs(workload, rounds, Mode::kSession, hz); }), base.seconds);
+      if (perf) {
+        Print("perf --call-graph fp", hz,
+              median_of([&] { return RunPerf(workload, rounds, hz, "fp"); }), base.seconds);
+        Print("perf --call-graph dwarf", hz,
+              median_of([&] { return RunPerf(workload, rounds, hz, "dwarf"); }), base.seconds);
+      }
+    }
+    if (!perf) std::printf("  (perf not installed: no perf record comparison; linux-perf)\n");
+    std::printf("  bytes/sample: session = read() bytes per record; perf = perf.data size per "
+                "sample; cpu-clock event only = perf ring bytes (TID, TIME) per sample\n");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "profile_vmbench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
