@@ -19,6 +19,8 @@ PKGS=(
 	linux-image-amd64 linux-headers-amd64 dkms kmod openssl
 	# the VM rig (tests/vm/run-vm.sh)
 	qemu-system-x86 busybox-static cpio xz-utils zstd util-linux coreutils
+	# perf record, the comparison of bench/profile_vmbench in the VM
+	linux-perf
 )
 
 missing=()
