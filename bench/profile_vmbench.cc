@@ -288,7 +288,9 @@ int main() {
     }
     if (!perf) std::printf("  (perf not installed: no perf record comparison; linux-perf)\n");
     std::printf("  bytes/sample: session = read() bytes per record; perf = perf.data size per "
-                "sample; cpu-clock event only = perf ring bytes (TID, TIME) per sample\n");
+                "sample; cpu-clock event only = perf ring bytes (TID, TIME) per sample\n"
+                "  (the workload has no frame pointers: perf's fp chains of it are wrong, so "
+                "that row is a cost, not a working alternative)\n");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "profile_vmbench: %s\n", e.what());
     return 1;
