@@ -744,6 +744,30 @@ TEST_F(SessionTest, ClosingSessionsMidFlightLeavesLaterSessionsWorking) {
   EXPECT_EQ(c.stats.samples, c.stats.records + c.stats.lost + c.stats.lost_capture);
 }
 
+// The first session arms the module's hook on perf's sample path and the
+// last one to close disarms it: here 200 times in a row while a 10 kHz
+// event samples a task in the kernel (the hooked function runs in the
+// hrtimer interrupt on the other CPU all along).
+TEST_F(SessionTest, RapidSessionStartAndCloseWhileSampling) {
+  SKIP_WITHOUT_PERF();
+  auto w = StartWorkload({"read", "0", std::to_string(8 << 20)});
+  ASSERT_TRUE(w);
+  sframe::PerfEvent ev = sframe::PerfEvent::open_process(w->pid(), PerfOptions(10000));
+  ev.enable();
+  for (int i = 0; i < 200; i++) {
+    Session s = Session::start(Target::kProcess, w->pid(), SframeOnly());
+    if (i % 50 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    s.close();
+    ev.drain();
+  }
+  Session last = Session::start(Target::kProcess, w->pid(), SframeOnly());
+  Collected c = Collect(&last, &ev, 1000);
+  w->Kill();
+  ChainCheck check;
+  for (const Sample* smp : c.Samples()) CheckChain(*smp, User(*smp), kReadChain, &check);
+  EXPECT_TRUE(MostlyComplete(check, 0.99, 100));
+}
+
 // ---- ABI errors ---------------------------------------------------------------------------
 
 TEST_F(SessionTest, StartErrors) {
