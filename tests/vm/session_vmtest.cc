@@ -626,6 +626,38 @@ TEST_F(SessionTest, TwoSessionsAtOnceSeeTheSameSamplesIndependently) {
   EXPECT_EQ(c[0].stats.samples, c[1].stats.samples);
 }
 
+// SFRAME_TARGET_ALL with one event per CPU (root): every task's samples,
+// the workload's with their chains, kernel threads flagged without a user
+// stack.
+TEST_F(SessionTest, AllTasksWithPerCpuEvents) {
+  if (!IsRoot() && paranoid_ > 0) {
+    GTEST_SKIP() << "CPU-wide events and SFRAME_TARGET_ALL need privileges or "
+                    "perf_event_paranoid <= 0 (it is " << paranoid_ << ")";
+  }
+  auto w = StartWorkload({"spin", "0"});
+  ASSERT_TRUE(w);
+  sframe::PerfEventOptions po = PerfOptions(2000);
+  sframe::PerfEvent ev = sframe::PerfEvent::open_all_cpus(po);
+  Session s = Session::start(Target::kAll, 0, SframeOnly());
+  Collected c = Collect(&s, &ev, 2000);
+  w->Kill();
+  ChainCheck check;
+  size_t workload = 0, kthread_with_user = 0;
+  std::set<uint32_t> pids;
+  for (const Sample* smp : c.Samples()) {
+    pids.insert(smp->pid);
+    if (smp->has(SFRAME_SAMPLE_F_KTHREAD) && !smp->user.empty()) kthread_with_user++;
+    if (smp->pid != static_cast<uint32_t>(w->pid())) continue;
+    workload++;
+    CheckChain(*smp, User(*smp), kSpinChain, &check);
+  }
+  RecordProperty("pids", std::to_string(pids.size()));
+  EXPECT_GE(workload, 500u);
+  EXPECT_TRUE(MostlyComplete(check, 0.99, 500));
+  EXPECT_EQ(kthread_with_user, 0u) << "kernel-thread samples with a user stack";
+  EXPECT_GE(pids.size(), 2u) << "only one process sampled CPU-wide";
+}
+
 // ---- lifetimes --------------------------------------------------------------------------
 
 TEST_F(SessionTest, TargetKilledMidSessionGivesExitedOrCompleteRecords) {
