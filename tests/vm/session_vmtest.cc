@@ -658,6 +658,59 @@ TEST_F(SessionTest, AllTasksWithPerCpuEvents) {
   EXPECT_GE(pids.size(), 2u) << "only one process sampled CPU-wide";
 }
 
+// Each session's unwind_flags are its own.  The chain of `fpspin` has one
+// frame with a frame pointer and no .sframe (wl_fp_mid): a session asking
+// for SFrame only stops there (NO_COVERAGE); one asking for both methods
+// gets through it to main.  Both at once on the same target must each get
+// their own kind of chain.
+const std::vector<std::string> kFpSpinSframeOnly = {"wl_spin_leaf", "wl_spin_c", "wl_spin_b",
+                                                    "wl_spin_a", "wl_fp_mid"};
+
+TEST_F(SessionTest, UnwindFlagsOfOneSessionDoNotLeakIntoAnother) {
+  SKIP_WITHOUT_PERF();
+  auto w = StartWorkload({"fpspin", "0"});
+  ASSERT_TRUE(w);
+  sframe::PerfEvent ev = sframe::PerfEvent::open_process(w->pid(), PerfOptions(5000));
+  sframe::SessionOptions all;
+  all.device = vmtest::DevicePath();
+  all.unwind_flags = SFRAME_UNWIND_F_ALL;
+  {
+    // Alone, each session gets its own kind of chain.
+    Session alone = Session::start(Target::kProcess, w->pid(), SframeOnly());
+    Collected c = Collect(&alone, &ev, 700);
+    ChainCheck check;
+    for (const Sample* smp : c.Samples()) CheckChain(*smp, User(*smp), kFpSpinSframeOnly, &check);
+    ASSERT_TRUE(MostlyComplete(check, 0.99, 100)) << "SFrame-only session alone";
+  }
+  size_t through_fp = 0, total_fp = 0;
+  {
+    Session alone = Session::start(Target::kProcess, w->pid(), all);
+    Collected c = Collect(&alone, &ev, 700);
+    for (const Sample* smp : c.Samples()) {
+      std::vector<std::string> n = Names(User(*smp));
+      total_fp += !n.empty() && n[0] == "wl_spin_leaf";
+      through_fp += n.size() >= 7 && n[4] == "wl_fp_mid" && n[5] == "main";
+    }
+    ASSERT_GE(through_fp * 100, total_fp * 99)
+        << "the frame-pointer fallback does not step through wl_fp_mid to main";
+  }
+  Session sframe_only = Session::start(Target::kProcess, w->pid(), SframeOnly());
+  Session with_fp = Session::start(Target::kProcess, w->pid(), all);
+  std::vector<Collected> c = Collect({&sframe_only, &with_fp}, &ev, 1500);
+  w->Kill();
+  ChainCheck check;
+  for (const Sample* smp : c[0].Samples()) CheckChain(*smp, User(*smp), kFpSpinSframeOnly, &check);
+  EXPECT_TRUE(MostlyComplete(check, 0.99, 300))
+      << "the SFrame-only session got frames of the frame-pointer walk of the other session";
+  size_t ok = 0, considered = 0;
+  for (const Sample* smp : c[1].Samples()) {
+    std::vector<std::string> n = Names(User(*smp));
+    considered += !n.empty() && n[0] == "wl_spin_leaf";
+    ok += n.size() >= 7 && n[4] == "wl_fp_mid" && n[5] == "main";
+  }
+  EXPECT_GE(ok * 100, considered * 99) << "the session with both methods lost its fallback";
+}
+
 // ---- lifetimes --------------------------------------------------------------------------
 
 TEST_F(SessionTest, TargetKilledMidSessionGivesExitedOrCompleteRecords) {
@@ -999,6 +1052,7 @@ TEST_F(SessionTest, ModuleUnloadIsRefusedWhileASessionIsOpen) {
   errno = 0;
   long r = syscall(SYS_delete_module, kModule, O_NONBLOCK);
   int e = errno;
+  RecordProperty("delete_module_errno", sframe::errno_name(e));
   EXPECT_EQ(r, -1) << "the module was unloaded under an open session";
   EXPECT_TRUE(e == EBUSY || e == EAGAIN) << "delete_module: " << sframe::errno_name(e);
   // rmmod says so too.

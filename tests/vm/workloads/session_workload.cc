@@ -12,6 +12,8 @@
 //   session_workload exec MS SECONDS      main -> wl_exec_a -> wl_exec_leaf
 //                                         spins MS ms, then execs itself as
 //                                         "spin SECONDS"
+//   session_workload fpspin SECONDS       main -> wl_fp_mid (frame pointer, no
+//                                         .sframe) -> wl_spin_a -> ... spins
 //   session_workload work N [wait]        main -> wl_spin_a ... a fixed
 //                                         amount of work (N rounds); prints
 //                                         its time; with `wait`, starts at
@@ -91,6 +93,8 @@ WL_NOIPA uint64_t wl_spin_a(uint64_t x, long limit) {
   WL_BARRIER();
   return r + 3;
 }
+
+extern "C" uint64_t wl_fp_mid(uint64_t x);  // session_workload_fp.cc
 
 // ---- read -----------------------------------------------------------------
 
@@ -216,6 +220,10 @@ int main(int argc, char** argv) {
     stop_after_ms(a2 * 1000);
     ready();
     g_sink = wl_spin_a(a2, -1);
+  } else if (std::strcmp(mode, "fpspin") == 0) {
+    stop_after_ms(a2 * 1000);
+    ready();
+    g_sink = wl_fp_mid(a2);
   } else if (std::strcmp(mode, "read") == 0) {
     size_t len = a3 > 0 ? static_cast<size_t>(a3) : (4u << 20);
     void* buf = std::malloc(len);
