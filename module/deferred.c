@@ -171,7 +171,7 @@ static void sframe_immediate_run(struct irq_work *work)
 
 	llist_for_each_entry_safe(smp, next, list, node) {
 		sframe_sessions_deliver(smp, smp->flags | SFRAME_SAMPLE_F_NO_USER,
-					NULL, 0, 0);
+					NULL);
 		sframe_pool_put(smp);
 	}
 }
@@ -185,10 +185,13 @@ static void sframe_immediate_queue(struct sframe_sample *smp, u32 flags)
 	irq_work_queue(&imm->work);
 }
 
-/* The slot's entry is over: write its samples, give the slot back. */
+/*
+ * The slot's entry is over: write its samples, with the user stacks if
+ * there are any, and give the slot back to owner (the task, or 0).
+ */
 static void sframe_slot_finish(struct sframe_slot *slot, unsigned long owner,
-			       u32 flags, const u64 *user, u32 nr_user,
-			       u32 user_stop)
+			       u32 flags,
+			       const struct sframe_user_stacks *stacks)
 {
 	u64 cookie = slot->cookie;
 	struct llist_node *list;
@@ -208,14 +211,12 @@ static void sframe_slot_finish(struct sframe_slot *slot, unsigned long owner,
 			llist_add(&smp->node, &slot->samples);
 			continue;
 		}
-		if (nr_user && smp->self_exec_id != current->self_exec_id) {
+		if (stacks && smp->self_exec_id != current->self_exec_id) {
 			/* Taken before an exec: its user stack is gone. */
 			sframe_sessions_deliver(smp, f | SFRAME_SAMPLE_F_EXECED |
-						SFRAME_SAMPLE_F_NO_USER,
-						NULL, 0, 0);
+						SFRAME_SAMPLE_F_NO_USER, NULL);
 		} else {
-			sframe_sessions_deliver(smp, f, user, nr_user,
-						user_stop);
+			sframe_sessions_deliver(smp, f, stacks);
 		}
 		sframe_pool_put(smp);
 	}
@@ -223,28 +224,24 @@ static void sframe_slot_finish(struct sframe_slot *slot, unsigned long owner,
 		wake_up_var(&sframe_pending);
 }
 
-/* task_work: the task is about to return to user space (or exits). */
-static void sframe_unwind_work(struct callback_head *cb)
+/* The entry's samples get no user stack (flags say why). */
+static void sframe_slot_drop(struct sframe_slot *slot, unsigned long owner,
+			     u32 flags)
 {
-	struct sframe_slot *slot = container_of(cb, struct sframe_slot, twork);
-	struct sframe_user_unwind uw;
-	u32 max_frames, flags, n = 0;
-	u64 *frames = NULL;
+	sframe_slot_finish(slot, owner, flags | SFRAME_SAMPLE_F_NO_USER, NULL);
+}
 
-	if (current->flags & PF_EXITING) {
-		sframe_slot_finish(slot, 0,
-				   SFRAME_SAMPLE_F_EXITED | SFRAME_SAMPLE_F_NO_USER,
-				   NULL, 0, 0);
+/* Unwind current's user stack with flags into a new buffer of max frames. */
+static void sframe_unwind_into(struct sframe_user_stacks *stacks, u32 flags,
+			       u32 max_frames)
+{
+	struct sframe_user_unwind uw;
+	u64 *frames;
+	u32 n = 0;
+
+	frames = kvmalloc_array(max_frames, sizeof(u64), GFP_KERNEL);
+	if (!frames)
 		return;
-	}
-	sframe_sessions_unwind_params(&max_frames, &flags);
-	if (max_frames)
-		frames = kvmalloc_array(max_frames, sizeof(u64), GFP_KERNEL);
-	if (!frames) {
-		sframe_slot_finish(slot, (unsigned long)current,
-				   SFRAME_SAMPLE_F_NO_USER, NULL, 0, 0);
-		return;
-	}
 	/* The registers the task will return to user space with. */
 	sframe_unwind_start(&uw, task_pt_regs(current), flags);
 	frames[n++] = uw.ip;
@@ -253,9 +250,31 @@ static void sframe_unwind_work(struct callback_head *cb)
 	if (!uw.stop)
 		uw.stop = SFRAME_STOP_LIMIT;
 	sframe_unwind_account(&uw);
-	sframe_slot_finish(slot, (unsigned long)current, 0, frames, n,
-			   uw.stop);
-	kvfree(frames);
+	stacks->frames[flags] = frames;
+	stacks->nr[flags] = n;
+	stacks->stop[flags] = uw.stop;
+}
+
+/* task_work: the task is about to return to user space (or exits). */
+static void sframe_unwind_work(struct callback_head *cb)
+{
+	struct sframe_slot *slot = container_of(cb, struct sframe_slot, twork);
+	struct sframe_user_stacks stacks = {};
+	u32 max_frames, methods, flags;
+
+	if (current->flags & PF_EXITING) {
+		sframe_slot_drop(slot, 0, SFRAME_SAMPLE_F_EXITED);
+		return;
+	}
+	/* One walk per method in use: each session gets its own. */
+	sframe_sessions_unwind_params(&max_frames, &methods);
+	for (flags = 1; flags <= SFRAME_UNWIND_F_ALL; flags++) {
+		if (max_frames && (methods & BIT(flags)))
+			sframe_unwind_into(&stacks, flags, max_frames);
+	}
+	sframe_slot_finish(slot, (unsigned long)current, 0, &stacks);
+	for (flags = 1; flags <= SFRAME_UNWIND_F_ALL; flags++)
+		kvfree(stacks.frames[flags]);
 }
 
 /* IRQ context, right after the NMI that claimed the slot. */
@@ -272,9 +291,7 @@ static void sframe_queue_unwind_irq(struct irq_work *work)
 	 * before this interrupt handler ends.
 	 */
 	if (task_work_add(task, &slot->twork, TWA_RESUME))
-		sframe_slot_finish(slot, 0,
-				   SFRAME_SAMPLE_F_EXITED | SFRAME_SAMPLE_F_NO_USER,
-				   NULL, 0, 0);
+		sframe_slot_drop(slot, 0, SFRAME_SAMPLE_F_EXITED);
 }
 
 bool sframe_deferred_sample(struct pt_regs *regs, pid_t owner_tgid)
@@ -325,9 +342,7 @@ bool sframe_deferred_sample(struct pt_regs *regs, pid_t owner_tgid)
 	if (in_nmi()) {
 		irq_work_queue(&slot->queue_work);
 	} else if (task_work_add(task, &slot->twork, TWA_RESUME)) {
-		sframe_slot_finish(slot, 0,
-				   SFRAME_SAMPLE_F_EXITED | SFRAME_SAMPLE_F_NO_USER,
-				   NULL, 0, 0);
+		sframe_slot_drop(slot, 0, SFRAME_SAMPLE_F_EXITED);
 	}
 	return true;
 }
@@ -412,8 +427,7 @@ void sframe_deferred_exit(void)
 				task, sframe_match_twork, &slot->twork);
 		rcu_read_unlock();
 		if (cb)
-			sframe_slot_finish(slot, 0, SFRAME_SAMPLE_F_NO_USER,
-					   NULL, 0, 0);
+			sframe_slot_drop(slot, 0, 0);
 	}
 	/* Those already running: wait for them to finish... */
 	wait_var_event(&sframe_pending, !atomic_read(&sframe_pending));

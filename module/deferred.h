@@ -28,6 +28,16 @@ struct sframe_sample {
 	u64 kernel[SFRAME_SESSION_MAX_KERNEL_FRAMES];
 };
 
+/*
+ * The user stack of one kernel entry, unwound once per method some session
+ * asks for (SFRAME_UNWIND_F_SFRAME, _FP or both): index by the flags.
+ */
+struct sframe_user_stacks {
+	u64 *frames[SFRAME_UNWIND_F_ALL + 1]; /* NULL: not unwound */
+	u32 nr[SFRAME_UNWIND_F_ALL + 1];
+	u32 stop[SFRAME_UNWIND_F_ALL + 1];    /* enum sframe_stop_reason */
+};
+
 int sframe_deferred_init(void);
 /* Allocate the sample pools; called before the first session starts. */
 int sframe_deferred_prepare(void);

@@ -14,6 +14,7 @@
 #include "device.h"
 #include "ksyms.h"
 #include "nmi_test.h"
+#include "perf_hook.h"
 #include "registry.h"
 #include "session.h"
 #include "stats.h"
@@ -45,6 +46,7 @@ static int __init sframe_unwind_init(void)
 	return 0;
 
 fail_device:
+	sframe_perf_hook_exit();
 	sframe_nmi_test_exit();
 fail_nmi:
 	sframe_sessions_exit();
@@ -59,11 +61,12 @@ static void __exit sframe_unwind_exit(void)
 {
 	/*
 	 * No file is open once we get here: each open file holds us, so no
-	 * session exists and the perf hook is gone.  What remains are
+	 * session exists; the perf hook goes now.  What remains are
 	 * unwinds queued on tasks, which deferred_exit cancels or waits for.
 	 */
 	sframe_device_exit();
 	sframe_nmi_test_exit();
+	sframe_perf_hook_exit();
 	sframe_sessions_exit();
 	sframe_deferred_exit();
 	sframe_registry_exit();

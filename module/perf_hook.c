@@ -7,8 +7,8 @@
  * perf_prepare_sample() on 6.1), called in the sample's own context: NMI
  * for hardware events, the hrtimer interrupt for software ones.  A kprobe
  * there sees the event and the sampled registers, and hands the sample to
- * deferred.c when a session wants it.  The kprobe exists only while a
- * session does, so the module costs nothing to perf otherwise.
+ * deferred.c when a session wants it.  The kprobe exists from the first
+ * session on; perf pays nothing for the module before that.
  */
 #include <linux/err.h>
 #include <linux/kprobes.h>
@@ -63,27 +63,41 @@ static int sframe_sample_pre(struct kprobe *kp, struct pt_regs *kregs)
 	return 0;
 }
 
-static struct kprobe sframe_sample_kprobe = {
-	.symbol_name = SFRAME_SAMPLE_HOOK_SYMBOL,
-	.pre_handler = sframe_sample_pre,
-};
+static struct kprobe sframe_sample_kprobe;
+static bool sframe_sample_kprobe_registered;
 
+/*
+ * The kprobe is registered at the first session and stays until module
+ * exit; with no session its handler returns at once (one RCU list check).
+ * Arming and disarming it with each session rewrote perf_prepare_sample()'s
+ * ftrace site while other CPUs called it from interrupts, and 200 session
+ * start/close cycles under 10 kHz sampling crashed the kernel (a call to
+ * address 0 from perf_event_output_forward, or an int3 loop at the site).
+ * Callers serialise.
+ */
 int sframe_perf_hook_enable(void)
 {
 	int ret;
 
-	/* A kprobe struct must be clean to be registered again. */
-	sframe_sample_kprobe.addr = NULL;
-	sframe_sample_kprobe.flags = 0;
+	if (sframe_sample_kprobe_registered)
+		return 0;
+	memset(&sframe_sample_kprobe, 0, sizeof(sframe_sample_kprobe));
+	sframe_sample_kprobe.symbol_name = SFRAME_SAMPLE_HOOK_SYMBOL;
+	sframe_sample_kprobe.pre_handler = sframe_sample_pre;
 	ret = register_kprobe(&sframe_sample_kprobe);
-	if (ret)
+	if (ret) {
 		pr_err("sframe_unwind: cannot hook %s: %d\n",
 		       SFRAME_SAMPLE_HOOK_SYMBOL, ret);
-	return ret;
+		return ret;
+	}
+	sframe_sample_kprobe_registered = true;
+	return 0;
 }
 
-void sframe_perf_hook_disable(void)
+void sframe_perf_hook_exit(void)
 {
-	/* Waits for handlers running on other CPUs. */
-	unregister_kprobe(&sframe_sample_kprobe);
+	/* Waits for handlers still running on other CPUs. */
+	if (sframe_sample_kprobe_registered)
+		unregister_kprobe(&sframe_sample_kprobe);
+	sframe_sample_kprobe_registered = false;
 }

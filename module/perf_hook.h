@@ -3,9 +3,10 @@
 #ifndef SFRAME_PERF_HOOK_H
 #define SFRAME_PERF_HOOK_H
 
-/* Register the kprobe (first session) and remove it (last session). */
+/* Register the kprobe (at the first session; then a no-op). */
 int sframe_perf_hook_enable(void);
-void sframe_perf_hook_disable(void);
+/* Remove it; module exit. */
+void sframe_perf_hook_exit(void);
 
 /*
  * The sample path itself, for a perf event owned by owner_tgid, with the

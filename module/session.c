@@ -105,16 +105,16 @@ void sframe_sessions_lost_capture(pid_t owner_tgid, pid_t tid, pid_t tgid)
 	rcu_read_unlock();
 }
 
-void sframe_sessions_unwind_params(u32 *max_frames, u32 *flags)
+void sframe_sessions_unwind_params(u32 *max_frames, u32 *methods)
 {
 	struct sframe_session *s;
 
 	*max_frames = 0;
-	*flags = 0;
+	*methods = 0;
 	rcu_read_lock();
 	list_for_each_entry_rcu(s, &sframe_sessions, node) {
 		*max_frames = max(*max_frames, s->max_user);
-		*flags |= s->unwind_flags;
+		*methods |= BIT(s->unwind_flags);
 	}
 	rcu_read_unlock();
 }
@@ -156,20 +156,28 @@ static bool sframe_ring_flush_lost(struct sframe_session *s, u32 next_len)
 
 static void sframe_session_write(struct sframe_session *s,
 				 const struct sframe_sample *smp, u32 flags,
-				 const u64 *user, u32 nr_user, u32 user_stop)
+				 const struct sframe_user_stacks *stacks)
 {
 	struct sframe_sample_record rec = {
 		.header = { .type = SFRAME_RECORD_SAMPLE },
 		.time = smp->time,
 		.cookie = smp->cookie,
 		.cpu = smp->cpu,
-		.user_stop = user_stop,
 	};
-	u32 nr_kernel = 0, len;
+	u32 nr_kernel = 0, nr_user = 0, len;
+	const u64 *user = NULL;
 	unsigned long irqflags;
 	struct pid *pid;
 	bool written = false;
 
+	/* The user stack as this session's own method found it. */
+	if (stacks && stacks->frames[s->unwind_flags]) {
+		user = stacks->frames[s->unwind_flags];
+		nr_user = stacks->nr[s->unwind_flags];
+		rec.user_stop = stacks->stop[s->unwind_flags];
+	} else if (stacks) {
+		flags |= SFRAME_SAMPLE_F_NO_USER;
+	}
 	if (s->kernel_visible)
 		nr_kernel = min(smp->nr_kernel, s->max_kernel);
 	else if (smp->nr_kernel)
@@ -216,7 +224,7 @@ static void sframe_session_write(struct sframe_session *s,
 }
 
 void sframe_sessions_deliver(const struct sframe_sample *smp, u32 flags,
-			     const u64 *user, u32 nr_user, u32 user_stop)
+			     const struct sframe_user_stacks *stacks)
 {
 	struct sframe_session *s;
 
@@ -224,8 +232,7 @@ void sframe_sessions_deliver(const struct sframe_sample *smp, u32 flags,
 	list_for_each_entry_rcu(s, &sframe_sessions, node) {
 		if (sframe_session_match(s, smp->owner_tgid, smp->tid,
 					 smp->tgid))
-			sframe_session_write(s, smp, flags, user, nr_user,
-					     user_stop);
+			sframe_session_write(s, smp, flags, stacks);
 	}
 	rcu_read_unlock();
 }
@@ -384,8 +391,7 @@ void sframe_session_release(struct sframe_session *s)
 {
 	mutex_lock(&sframe_sessions_lock);
 	list_del_rcu(&s->node);
-	if (!--sframe_nr_sessions)
-		sframe_perf_hook_disable();
+	sframe_nr_sessions--;
 	mutex_unlock(&sframe_sessions_lock);
 	/* Deliveries walk the list under RCU and write into the ring. */
 	synchronize_rcu();

@@ -11,6 +11,7 @@
 
 struct sframe_session;
 struct sframe_sample;
+struct sframe_user_stacks;
 
 long sframe_session_start(struct file *file, void __user *uarg);
 long sframe_session_stats(struct sframe_session *s, void __user *uarg);
@@ -28,14 +29,18 @@ void sframe_session_release(struct sframe_session *s);
 bool sframe_sessions_want(pid_t owner_tgid, pid_t tid, pid_t tgid);
 /* The sample was dropped at capture: count it in the matching sessions. */
 void sframe_sessions_lost_capture(pid_t owner_tgid, pid_t tid, pid_t tgid);
-/* The widest user walk and the methods any session asks for. */
-void sframe_sessions_unwind_params(u32 *max_frames, u32 *flags);
 /*
- * Write a record for smp, with nr_user user frames, to every matching
- * session.  Process or IRQ context, not NMI.
+ * The widest user walk any session asks for, and which unwind methods are
+ * in use: bit f of *methods for sessions with unwind_flags f.
+ */
+void sframe_sessions_unwind_params(u32 *max_frames, u32 *methods);
+/*
+ * Write a record for smp to every matching session, with the user stack
+ * its method gave (none if stacks is NULL).  Process or IRQ context, not
+ * NMI.
  */
 void sframe_sessions_deliver(const struct sframe_sample *smp, u32 flags,
-			     const u64 *user, u32 nr_user, u32 user_stop);
+			     const struct sframe_user_stacks *stacks);
 
 int sframe_sessions_init(void);
 void sframe_sessions_exit(void);

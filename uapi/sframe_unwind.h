@@ -173,9 +173,12 @@ struct sframe_stats {
  * stack captured at sample time, stitched to the user stack unwound when
  * that task returns to user space (where page faults are allowed).  All
  * samples taken while a task stays in the kernel share one user unwind and
- * one cookie.  Records are read with read() (whole records only; a buffer
- * too small for the next record is EINVAL) and waited for with poll().
- * One session per open file; closing the file ends the session.
+ * one cookie.  Records are read with read(): whole records only (a buffer
+ * too small for the next record is EINVAL); read() blocks until a record
+ * is there unless the file is O_NONBLOCK (then EAGAIN); poll() says
+ * EPOLLIN when one is.  read() on a file that is not a session is EINVAL.
+ * One session per open file; closing the file ends the session.  Each
+ * session's user stacks are unwound with its own unwind_flags.
  */
 
 /* Which tasks a session follows, in sframe_session_start.target_type. */
@@ -240,7 +243,9 @@ struct sframe_record_header {
 
 /* sframe_sample_record.flags: what happened to the sample. */
 #define SFRAME_SAMPLE_F_USER_MODE     (1u << 0) /* taken in user mode */
-#define SFRAME_SAMPLE_F_KERNEL_HIDDEN (1u << 1) /* kernel frames withheld */
+#define SFRAME_SAMPLE_F_KERNEL_HIDDEN (1u << 1) /* the sample had kernel
+						   frames, withheld from
+						   this reader */
 #define SFRAME_SAMPLE_F_KTHREAD       (1u << 2) /* kernel thread: no user
 						   stack exists */
 #define SFRAME_SAMPLE_F_EXITED        (1u << 3) /* the task exited before
