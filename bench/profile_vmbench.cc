@@ -140,7 +140,13 @@ Result RunOurs(const std::string& workload, uint64_t rounds, Mode mode, uint64_t
     po.frequency = hz;
     ev.emplace(sframe::PerfEvent::open_process(c.pid, po));
   }
-  if (mode == Mode::kSession) s.emplace(sframe::Session::start(sframe::Target::kProcess, c.pid));
+  if (mode == Mode::kSession) {
+    // Like perf record: wake the reader when a quarter of the buffer is
+    // full, not at every record (it polls every 20 ms anyway).
+    sframe::SessionOptions so;
+    so.wakeup_bytes = SFRAME_SESSION_DEFAULT_BUFFER / 4;
+    s.emplace(sframe::Session::start(sframe::Target::kProcess, c.pid, so));
+  }
   if (ev) ev->enable();
   char go = 'g';
   if (write(c.in.get(), &go, 1) != 1) throw sframe::Error(errno, "write", "workload stdin");

@@ -38,6 +38,7 @@
 #include <linux/slab.h>
 #include <linux/task_work.h>
 #include <linux/timekeeping.h>
+#include <linux/uaccess.h>
 #include <linux/vmalloc.h>
 #include <linux/wait_bit.h>
 #include <asm/unwind.h>
@@ -78,6 +79,13 @@ static struct sframe_slot *sframe_slots;
 static DEFINE_PER_CPU(struct sframe_pool, sframe_pools);
 static DEFINE_PER_CPU(struct sframe_immediate, sframe_immediate);
 static DEFINE_PER_CPU(u64, sframe_cookie_seq);
+
+/* Walks done in the interrupt itself: see sframe_unwind_now(). */
+#define SFRAME_NOW_MAX_FRAMES 128
+struct sframe_now_buf {
+	u64 frames[SFRAME_UNWIND_F_ALL][SFRAME_NOW_MAX_FRAMES];
+};
+static struct sframe_now_buf __percpu *sframe_now_bufs;
 static bool sframe_pools_ready;
 /* Slots claimed and not yet finished: unload waits for zero. */
 static atomic_t sframe_pending = ATOMIC_INIT(0);
@@ -231,21 +239,20 @@ static void sframe_slot_drop(struct sframe_slot *slot, unsigned long owner,
 	sframe_slot_finish(slot, owner, flags | SFRAME_SAMPLE_F_NO_USER, NULL);
 }
 
-/* Unwind current's user stack with flags into a new buffer of max frames. */
-static void sframe_unwind_into(struct sframe_user_stacks *stacks, u32 flags,
-			       u32 max_frames)
+/*
+ * Walk current's user stack with the methods flags into frames (room for
+ * max), and record it in stacks.  Returns the stop reason.
+ */
+static u32 sframe_unwind_into(struct sframe_user_stacks *stacks, u32 flags,
+			      u64 *frames, u32 max)
 {
 	struct sframe_user_unwind uw;
-	u64 *frames;
 	u32 n = 0;
 
-	frames = kvmalloc_array(max_frames, sizeof(u64), GFP_KERNEL);
-	if (!frames)
-		return;
 	/* The registers the task will return to user space with. */
 	sframe_unwind_start(&uw, task_pt_regs(current), flags);
 	frames[n++] = uw.ip;
-	while (n < max_frames && sframe_unwind_next(&uw))
+	while (n < max && sframe_unwind_next(&uw))
 		frames[n++] = uw.ip;
 	if (!uw.stop)
 		uw.stop = SFRAME_STOP_LIMIT;
@@ -253,6 +260,7 @@ static void sframe_unwind_into(struct sframe_user_stacks *stacks, u32 flags,
 	stacks->frames[flags] = frames;
 	stacks->nr[flags] = n;
 	stacks->stop[flags] = uw.stop;
+	return uw.stop;
 }
 
 /* task_work: the task is about to return to user space (or exits). */
@@ -269,12 +277,52 @@ static void sframe_unwind_work(struct callback_head *cb)
 	/* One walk per method in use: each session gets its own. */
 	sframe_sessions_unwind_params(&max_frames, &methods);
 	for (flags = 1; flags <= SFRAME_UNWIND_F_ALL; flags++) {
-		if (max_frames && (methods & BIT(flags)))
-			sframe_unwind_into(&stacks, flags, max_frames);
+		u64 *frames;
+
+		if (!max_frames || !(methods & BIT(flags)))
+			continue;
+		frames = kvmalloc_array(max_frames, sizeof(u64), GFP_KERNEL);
+		if (frames)
+			sframe_unwind_into(&stacks, flags, frames, max_frames);
 	}
 	sframe_slot_finish(slot, (unsigned long)current, 0, &stacks);
 	for (flags = 1; flags <= SFRAME_UNWIND_F_ALL; flags++)
 		kvfree(stacks.frames[flags]);
+}
+
+/*
+ * A sample taken in user mode, in an interrupt (not NMI): its kernel
+ * entry is that interrupt, so nothing is gained by waiting for the return
+ * to user space, and a task_work costs the task a trip through the
+ * notify-resume work.  Try the walk right here with page faults disabled;
+ * the sections and the stack are usually resident (and decoded rows
+ * cached).  If a read would fault, or a session wants more frames than
+ * the per-CPU buffers hold, return false: the caller defers as usual.
+ */
+static bool sframe_unwind_now(struct sframe_sample *smp)
+{
+	struct sframe_now_buf *buf = this_cpu_ptr(sframe_now_bufs);
+	struct sframe_user_stacks stacks = {};
+	u32 max_frames, methods, flags;
+	bool ok = true;
+
+	sframe_sessions_unwind_params(&max_frames, &methods);
+	if (!max_frames || max_frames > SFRAME_NOW_MAX_FRAMES)
+		return false;
+	pagefault_disable();
+	for (flags = 1; flags <= SFRAME_UNWIND_F_ALL && ok; flags++) {
+		if (methods & BIT(flags))
+			ok = sframe_unwind_into(&stacks, flags,
+						buf->frames[flags - 1],
+						max_frames) != SFRAME_STOP_FAULT;
+	}
+	pagefault_enable();
+	if (!ok)
+		return false;
+	smp->cookie = sframe_new_cookie();
+	sframe_sessions_deliver(smp, smp->flags, &stacks);
+	sframe_pool_put(smp);
+	return true;
 }
 
 /* IRQ context, right after the NMI that claimed the slot. */
@@ -327,6 +375,8 @@ bool sframe_deferred_sample(struct pt_regs *regs, pid_t owner_tgid)
 		return true;
 	}
 	smp->self_exec_id = task->self_exec_id;
+	if (user_mode(regs) && !in_nmi() && sframe_unwind_now(smp))
+		return true;
 
 	slot = sframe_slot_get(task, &claimed);
 	if (!slot) {
@@ -354,6 +404,11 @@ int sframe_deferred_prepare(void)
 
 	if (sframe_pools_ready)
 		return 0;
+	if (!sframe_now_bufs) {
+		sframe_now_bufs = alloc_percpu(struct sframe_now_buf);
+		if (!sframe_now_bufs)
+			return -ENOMEM;
+	}
 	for_each_possible_cpu(cpu) {
 		pool = per_cpu_ptr(&sframe_pools, cpu);
 		if (pool->mem)
@@ -436,5 +491,6 @@ void sframe_deferred_exit(void)
 
 	for_each_possible_cpu(cpu)
 		vfree(per_cpu_ptr(&sframe_pools, cpu)->mem);
+	free_percpu(sframe_now_bufs);
 	vfree(sframe_slots);
 }

@@ -41,6 +41,7 @@ struct sframe_session {
 	u32 max_user;
 	u32 max_kernel;
 	u32 unwind_flags;
+	u32 wakeup_bytes;      /* wake readers at this fill (0: always) */
 
 	spinlock_t lock;       /* the ring's head and lost counts */
 	u8 *ring;
@@ -166,6 +167,7 @@ static void sframe_session_write(struct sframe_session *s,
 	};
 	u32 nr_kernel = 0, nr_user = 0, len;
 	const u64 *user = NULL;
+	bool wake = false;
 	unsigned long irqflags;
 	struct pid *pid;
 	bool written = false;
@@ -208,6 +210,7 @@ static void sframe_session_write(struct sframe_session *s,
 		sframe_ring_put(s, pos, user, nr_user * sizeof(u64));
 		s->head += len;
 		written = true;
+		wake = s->head - s->tail >= s->wakeup_bytes;
 	} else {
 		s->lost_pending++;
 	}
@@ -219,7 +222,8 @@ static void sframe_session_write(struct sframe_session *s,
 	spin_unlock_irqrestore(&s->lock, irqflags);
 
 	atomic64_inc(written ? &s->records : &s->lost);
-	if (written && wq_has_sleeper(&s->wait))
+	/* Each wakeup costs the sampled task an IPI and the reader a switch. */
+	if (wake && wq_has_sleeper(&s->wait))
 		wake_up_interruptible(&s->wait);
 }
 
@@ -319,7 +323,7 @@ long sframe_session_start(struct file *file, void __user *uarg)
 				SFRAME_SESSION_START_SIZE_VER0, uarg);
 	if (usize < 0)
 		return usize;
-	if (req.flags || req.reserved0 ||
+	if (req.flags ||
 	    !sframe_all_zero(req.reserved, ARRAY_SIZE(req.reserved)))
 		return -EINVAL;
 	if (req.target_type < SFRAME_TARGET_THREAD ||
@@ -345,6 +349,7 @@ long sframe_session_start(struct file *file, void __user *uarg)
 			SFRAME_SESSION_MAX_KERNEL_FRAMES;
 	s->unwind_flags = req.unwind_flags ?: SFRAME_UNWIND_F_ALL;
 	s->ring_size = sframe_ring_size(req.buffer_size);
+	s->wakeup_bytes = min(req.wakeup_bytes, s->ring_size / 2);
 	s->ring = __vmalloc(s->ring_size, GFP_KERNEL_ACCOUNT);
 	if (!s->ring) {
 		ret = -ENOMEM;

@@ -224,7 +224,12 @@ struct sframe_session_start {
 				   of two within [MIN, MAX]_BUFFER */
 	__u32 unwind_flags;     /* SFRAME_UNWIND_F_*; 0: SFRAME_UNWIND_F_ALL */
 	__u32 out_flags;        /* out: SFRAME_SESSION_* */
-	__u32 reserved0;        /* 0 */
+	__u32 wakeup_bytes;     /* wake readers only once this many bytes
+				   wait (as perf's wakeup_watermark); 0: at
+				   every record.  Above half the buffer: half
+				   the buffer.  With a watermark, poll() with a
+				   timeout: a blocking read() may sleep until
+				   the watermark is reached */
 	__u64 reserved[2];      /* 0 */
 };
 #define SFRAME_SESSION_START_SIZE_VER0 56

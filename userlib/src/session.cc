@@ -142,6 +142,7 @@ Session Session::start(Target target, pid_t target_id, const SessionOptions& o) 
   req.max_kernel_frames = o.max_kernel_frames;
   req.buffer_size = o.buffer_size;
   req.unwind_flags = o.unwind_flags;
+  req.wakeup_bytes = o.wakeup_bytes;
   int ret;
   do {
     ret = ::ioctl(s.fd_.get(), SFRAME_IOC_SESSION_START, &req);

@@ -44,6 +44,7 @@ struct SessionOptions {
   uint32_t max_kernel_frames = 0;  // at most SFRAME_SESSION_MAX_KERNEL_FRAMES
   uint32_t buffer_size = 0;        // bytes
   uint32_t unwind_flags = 0;       // SFRAME_UNWIND_F_*; 0: all methods
+  uint32_t wakeup_bytes = 0;       // wake readers at this many bytes; 0: every record
   std::string device = SFRAME_UNWIND_DEVICE;
 };
 
