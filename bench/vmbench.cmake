@@ -22,7 +22,8 @@ if(TARGET session_workload)
   target_compile_options(profile_vmbench PRIVATE -O2 -Wall -Wextra)
   target_link_libraries(profile_vmbench PRIVATE sframe-client)
   target_compile_definitions(profile_vmbench PRIVATE
-    SFRAME_BENCH_WORKLOAD="$<TARGET_FILE:session_workload>")
+    SFRAME_BENCH_WORKLOAD="$<TARGET_FILE:session_workload>"
+    SFRAME_BENCH_WORKLOAD_FP="$<TARGET_FILE:session_workload_fpbuild>")
   set_target_properties(profile_vmbench PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
-  add_dependencies(profile_vmbench session_workload)
+  add_dependencies(profile_vmbench session_workload session_workload_fpbuild)
 endif()
