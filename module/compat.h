@@ -30,6 +30,11 @@ static inline struct vm_area_struct *sframe_next_vma(struct mm_struct *mm,
 	return find_vma(mm, addr);
 }
 
+/* The ELF program header of .sframe; <linux/elf.h> names it from 6.x on. */
+#ifndef PT_GNU_SFRAME
+#define PT_GNU_SFRAME 0x6474e554
+#endif
+
 /*
  * The function containing a kprobe's address at offset 0: with IBT the
  * kprobe sits after the ENDBR instruction, and an indirect call must land

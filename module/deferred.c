@@ -311,10 +311,14 @@ static bool sframe_unwind_now(struct sframe_sample *smp)
 		return false;
 	pagefault_disable();
 	for (flags = 1; flags <= SFRAME_UNWIND_F_ALL && ok; flags++) {
-		if (methods & BIT(flags))
-			ok = sframe_unwind_into(&stacks, flags,
-						buf->frames[flags - 1],
-						max_frames) != SFRAME_STOP_FAULT;
+		if (methods & BIT(flags)) {
+			u32 stop = sframe_unwind_into(&stacks, flags,
+						      buf->frames[flags - 1],
+						      max_frames);
+
+			ok = stop != SFRAME_STOP_FAULT &&
+			     stop != SFRAME_STOP_RETRY_IN_TASK;
+		}
 	}
 	pagefault_enable();
 	if (!ok)

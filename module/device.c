@@ -149,6 +149,8 @@ static long sframe_ioctl_get_stats(void __user *uarg)
 		atomic64_read(&sframe_counters.unwind_bad_frames);
 	st.samples_deferred = atomic64_read(&sframe_counters.samples_deferred);
 	st.samples_nmi = atomic64_read(&sframe_counters.samples_nmi);
+	st.sections_discovered =
+		atomic64_read(&sframe_counters.sections_discovered);
 	smm = current->mm ? sframe_mm_find(current->mm) : NULL;
 	st.mm_sections = smm ? sframe_mm_nr_sections(smm) : 0;
 	if (copy_to_user(uarg, &st, min_t(size_t, usize, sizeof(st))))

@@ -343,6 +343,24 @@ fail:
 	return ret;
 }
 
+int sframe_register_none(struct mm_struct *mm, unsigned long start,
+			 unsigned long end)
+{
+	struct sframe_entry *entry;
+	int ret;
+
+	entry = kzalloc(sizeof(*entry), GFP_KERNEL_ACCOUNT);
+	if (!entry)
+		return -ENOMEM;
+	entry->range.text_start = start;
+	entry->range.text_end = end;
+	entry->range.none = true;
+	ret = sframe_insert(mm, entry);
+	if (ret)
+		kfree(entry);
+	return ret;
+}
+
 int sframe_unregister_section(struct mm_struct *mm, u64 text_start)
 {
 	struct sframe_entry *entry;

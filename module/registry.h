@@ -18,6 +18,7 @@ struct sframe_range {
 	unsigned long text_end;
 	u64 sframe_addr;
 	struct sframe_section sec; /* validated header; sec.src unset */
+	bool none;                 /* discovery found no .sframe here */
 };
 
 int sframe_registry_init(void);
@@ -28,6 +29,9 @@ void sframe_registry_exit(void);
 int sframe_register_section(struct mm_struct *mm, u64 sframe_addr,
 			    u64 sframe_len, u64 text_start, u64 text_len);
 int sframe_unregister_section(struct mm_struct *mm, u64 text_start);
+/* Remember that the text at [start, end) has no .sframe (discovery). */
+int sframe_register_none(struct mm_struct *mm, unsigned long start,
+			 unsigned long end);
 
 /*
  * The registry of mm, or NULL.  The result stays valid while mm has users

@@ -17,6 +17,7 @@ struct sframe_counters {
 	atomic64_t unwind_bad_frames;
 	atomic64_t samples_deferred;
 	atomic64_t samples_nmi;
+	atomic64_t sections_discovered;
 };
 
 extern struct sframe_counters sframe_counters;

@@ -18,6 +18,7 @@
 #include <linux/sched.h>
 #include <linux/uaccess.h>
 
+#include "discovery.h"
 #include "row_cache.h"
 #include "sframe_source_user.h"
 #include "stats.h"
@@ -115,6 +116,43 @@ static int sframe_step_error(struct sframe_user_unwind *uw, int err)
 	return err;
 }
 
+static void sframe_unwind_set_mm(struct sframe_user_unwind *uw)
+{
+	uw->smm = current->mm ? sframe_mm_find(current->mm) : NULL;
+	uw->rows = uw->smm ? sframe_mm_row_cache(uw->smm) : NULL;
+}
+
+/*
+ * Find the section covering pc into uw->range.  Where none is registered,
+ * discovery (discovery.c) may find the .sframe of the mapped file, but it
+ * reads files and takes mmap_lock: in atomic context the walk is stopped
+ * with SFRAME_STOP_RETRY_IN_TASK instead, for the caller to redo it from
+ * the task (no discovery is ever attempted twice for one mapping: a
+ * mapping without .sframe gets a "none" entry).
+ */
+static bool sframe_find_range(struct sframe_user_unwind *uw, unsigned long pc)
+{
+	if (uw->have_range && pc >= uw->range.text_start &&
+	    pc < uw->range.text_end)
+		return !uw->range.none;
+	uw->have_range = uw->smm &&
+			 sframe_registry_lookup(uw->smm, pc, &uw->range);
+	if (uw->have_range)
+		return !uw->range.none;
+	if (!sframe_discovery_enabled())
+		return false;
+	if (!uw->can_sleep) {
+		uw->retry_in_task = true;
+		return false;
+	}
+	if (sframe_discover(pc))
+		return false;
+	sframe_unwind_set_mm(uw);
+	uw->have_range = uw->smm &&
+			 sframe_registry_lookup(uw->smm, pc, &uw->range);
+	return uw->have_range && !uw->range.none;
+}
+
 /*
  * Decode the row for pc from its section.  Returns 0,
  * SFRAME_STEP_UNCOVERED, or a negative errno with uw->stop set.
@@ -125,12 +163,8 @@ static int sframe_lookup_row(struct sframe_user_unwind *uw, unsigned long pc,
 	struct sframe_source src;
 	int ret;
 
-	if (!uw->have_range || pc < uw->range.text_start ||
-	    pc >= uw->range.text_end) {
-		uw->have_range = sframe_registry_lookup(uw->smm, pc, &uw->range);
-		if (!uw->have_range)
-			return SFRAME_STEP_UNCOVERED;
-	}
+	if (!sframe_find_range(uw, pc))
+		return SFRAME_STEP_UNCOVERED;
 
 	src.base = u64_to_user_ptr(uw->range.sframe_addr);
 	src.size = uw->range.sec.sec_size;
@@ -160,15 +194,15 @@ static int sframe_step(struct sframe_user_unwind *uw)
 	u32 gen;
 	int ret;
 
-	if (!uw->smm)
-		return SFRAME_STEP_UNCOVERED;
 	/* Read before the lookup, so a cached row is never newer than it. */
-	gen = sframe_mm_generation(uw->smm);
-	if (!sframe_row_cache_lookup(uw->rows, gen, pc, &row)) {
+	gen = uw->smm ? sframe_mm_generation(uw->smm) : 0;
+	if (!uw->smm || !sframe_row_cache_lookup(uw->rows, gen, pc, &row)) {
 		ret = sframe_lookup_row(uw, pc, &row);
 		if (ret)
 			return ret;
-		sframe_row_cache_store(uw->rows, gen, pc, &row);
+		/* Discovery may have made the registry (and its cache). */
+		if (uw->smm && gen)
+			sframe_row_cache_store(uw->rows, gen, pc, &row);
 	}
 
 	if (row.outermost) {
@@ -246,10 +280,9 @@ void sframe_unwind_start(struct sframe_user_unwind *uw,
 	uw->regs = regs;
 	uw->topmost = true;
 	uw->flags = flags;
-	if (current->mm)
-		uw->smm = sframe_mm_find(current->mm);
-	if (uw->smm)
-		uw->rows = sframe_mm_row_cache(uw->smm);
+	/* Discovery sleeps: only where faults may be served, in a task. */
+	uw->can_sleep = in_task() && !pagefault_disabled();
+	sframe_unwind_set_mm(uw);
 }
 
 bool sframe_unwind_next(struct sframe_user_unwind *uw)
@@ -261,6 +294,8 @@ bool sframe_unwind_next(struct sframe_user_unwind *uw)
 	if (uw->flags & SFRAME_UNWIND_F_SFRAME) {
 		int ret = sframe_step(uw);
 
+		if (uw->retry_in_task)
+			return sframe_stop(uw, SFRAME_STOP_RETRY_IN_TASK);
 		if (ret != SFRAME_STEP_UNCOVERED) {
 			uw->topmost = false;
 			return ret == 0;

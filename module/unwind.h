@@ -10,6 +10,12 @@
 
 #include "registry.h"
 
+/*
+ * Module-internal stop reason, never reported: the walk reached code whose
+ * .sframe could be discovered, which atomic context cannot do.
+ */
+#define SFRAME_STOP_RETRY_IN_TASK 0x100
+
 /* The state of one walk, one frame at a time (like the kernel's own). */
 struct sframe_user_unwind {
 	unsigned long ip, sp, bp;   /* the current frame */
@@ -18,6 +24,8 @@ struct sframe_user_unwind {
 	u32 flags;                  /* SFRAME_UNWIND_F_* */
 	struct sframe_mm *smm;      /* registry of current->mm, or NULL */
 	struct sframe_row_cache *rows; /* its row cache */
+	bool can_sleep;             /* discovery allowed (task, faults on) */
+	bool retry_in_task;         /* stopped: discovery needs the task */
 	struct sframe_range range;  /* the section used last, if have_range */
 	bool have_range;
 	u32 stop;                   /* enum sframe_stop_reason, once stopped */

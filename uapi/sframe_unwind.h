@@ -152,7 +152,8 @@ struct sframe_stats {
 	__u64 mm_sections;      /* sections registered by the caller's process */
 	__u64 samples_deferred; /* perf samples captured for sessions, ever */
 	__u64 samples_nmi;      /* ...of them, captured in NMI context */
-	__u64 reserved[2];
+	__u64 sections_discovered; /* sections registered by discovery */
+	__u64 reserved[1];
 };
 #define SFRAME_STATS_SIZE_VER0 120
 

@@ -500,6 +500,40 @@ TEST_F(SessionTest, SpinChainIsCompleteInAtLeast99PercentAtTenKilohertz) {
   EXPECT_GE(c.stats.samples + 10, ev.counts().samples);
 }
 
+// Discovery (module parameter `discovery`, off by default for now): a
+// program that registers nothing still gets complete chains, because the
+// module finds the .sframe of the files mapped where its PCs are.
+TEST_F(SessionTest, DiscoveryCoversAProgramThatNeverRegisters) {
+  if (!IsRoot()) GTEST_SKIP() << "turning discovery on needs root (module parameter)";
+  const char* kParam = "/sys/module/sframe_unwind/parameters/discovery";
+  auto set_param = [&](const char* v) {
+    std::ofstream f(kParam);
+    f << v;
+    f.flush();
+    return bool(f);
+  };
+  ASSERT_TRUE(set_param("Y")) << "cannot write " << kParam;
+  sframe::Stats before = dev().stats();
+  setenv("SFRAME_WORKLOAD_NO_REGISTER", "1", 1);
+  auto w = StartWorkload({"spin", "0"});
+  unsetenv("SFRAME_WORKLOAD_NO_REGISTER");
+  if (!w) set_param("N");
+  ASSERT_TRUE(w);
+  sframe::PerfEvent ev = sframe::PerfEvent::open_process(w->pid(), PerfOptions(10000));
+  Session s = Session::start(Target::kProcess, w->pid(), SframeOnly());
+  Collected c = Collect(&s, &ev, 2000);
+  w->Kill();
+  EXPECT_TRUE(set_param("N"));
+
+  ChainCheck check;
+  for (const Sample* smp : c.Samples()) CheckChain(*smp, User(*smp), kSpinChain, &check);
+  RecordProperty("complete", std::to_string(check.complete) + "/" + std::to_string(check.considered));
+  EXPECT_TRUE(MostlyComplete(check, 0.99, 500));
+  // The executable, and libc (none: a "none" entry, not a section).
+  EXPECT_GE(dev().stats().sections_discovered, before.sections_discovered + 1);
+  EXPECT_EQ(c.stats.lost, 0u);
+}
+
 TEST_F(SessionTest, ReadsOfDevZeroCarryKernelFramesAndShareOneUnwindPerEntry) {
   SKIP_WITHOUT_PERF();
   if (UserOnly()) GTEST_SKIP() << "kernel-mode samples need paranoid <= 1 (is " << paranoid_ << ")";

@@ -118,6 +118,7 @@ Stats Device::stats() const {
   s.mm_sections = st.mm_sections;
   s.samples_deferred = st.samples_deferred;
   s.samples_nmi = st.samples_nmi;
+  s.sections_discovered = st.sections_discovered;
   return s;
 }
 

@@ -177,10 +177,15 @@ static const char* device_path() {
 
 // Registers every loaded .sframe (kept for the life of the process) and
 // prints the text range.  Returns 0 or an exit status.
+// With SFRAME_WORKLOAD_NO_REGISTER=1 it registers nothing: the module's
+// discovery must find its .sframe.
 static int setup() {
   try {
-    g_dev = new sframe::Device(device_path());
-    g_regs = new std::vector<sframe::Registration>(sframe::register_loaded_objects(*g_dev));
+    const char* no_register = std::getenv("SFRAME_WORKLOAD_NO_REGISTER");
+    if (!no_register || std::strcmp(no_register, "1") != 0) {
+      g_dev = new sframe::Device(device_path());
+      g_regs = new std::vector<sframe::Registration>(sframe::register_loaded_objects(*g_dev));
+    }
   } catch (const sframe::Error& e) {
     std::fprintf(stderr, "session_workload: %s\n", e.what());
     return 3;

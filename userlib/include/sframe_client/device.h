@@ -39,6 +39,7 @@ struct Stats {
   uint64_t mm_sections = 0;
   uint64_t samples_deferred = 0;  // perf samples captured for sessions
   uint64_t samples_nmi = 0;       // ...of them in NMI context
+  uint64_t sections_discovered = 0;  // registered by the module's discovery
 };
 
 // SFRAME_IOC_UNWIND_SELF.  frames[0] is the PC right after the system call
