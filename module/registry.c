@@ -111,8 +111,9 @@ static void sframe_mm_free_sections(struct sframe_mm *smm)
 
 	mutex_lock(&smm->lock);
 	mt_for_each(&smm->sections, entry, index, ULONG_MAX) {
+		if (!entry->range.none)
+			atomic64_dec(&sframe_counters.sections);
 		kfree_rcu(entry, rcu);
-		atomic64_dec(&sframe_counters.sections);
 	}
 	mtree_destroy(&smm->sections);
 	smm->nr_sections = 0;
@@ -186,8 +187,64 @@ static void sframe_mm_free(struct mmu_notifier *mn)
 		wake_up_var(&sframe_mm_live);
 }
 
+/* Under smm->lock: forget entry (its text is gone or it is unregistered). */
+static void sframe_mm_erase(struct sframe_mm *smm, struct sframe_entry *entry)
+{
+	mtree_erase(&smm->sections, entry->range.text_start);
+	smm->nr_sections--;
+	sframe_mm_bump_generation(smm);
+	if (!entry->range.none)
+		atomic64_dec(&sframe_counters.sections);
+	/* Lock-free lookups may still be copying it. */
+	kfree_rcu(entry, rcu);
+}
+
+static bool sframe_mm_overlaps(struct sframe_mm *smm, unsigned long start,
+			       unsigned long last)
+{
+	unsigned long index = start;
+	bool found;
+
+	rcu_read_lock();
+	found = mt_find(&smm->sections, &index, last) != NULL;
+	rcu_read_unlock();
+	return found;
+}
+
+/*
+ * Text covered by a section was unmapped (munmap, mremap, dlclose): the
+ * section must not describe whatever is mapped there next.  Only unmaps
+ * matter: other invalidations (reclaim, migration, protection changes)
+ * keep the text where it is.
+ */
+static int sframe_mm_invalidate_start(struct mmu_notifier *mn,
+				      const struct mmu_notifier_range *range)
+{
+	struct sframe_mm *smm = container_of(mn, struct sframe_mm, mn);
+	struct sframe_entry *entry;
+	unsigned long index;
+
+	if (range->event != MMU_NOTIFY_UNMAP || range->end <= range->start ||
+	    !sframe_mm_overlaps(smm, range->start, range->end - 1))
+		return 0;
+	/* Erasing may allocate maple nodes and sleep. */
+	if (!mmu_notifier_range_blockable(range))
+		return -EAGAIN;
+	mutex_lock(&smm->lock);
+	for (;;) {
+		index = range->start;
+		entry = mt_find(&smm->sections, &index, range->end - 1);
+		if (!entry)
+			break;
+		sframe_mm_erase(smm, entry);
+	}
+	mutex_unlock(&smm->lock);
+	return 0;
+}
+
 static const struct mmu_notifier_ops sframe_mm_ops = {
 	.release = sframe_mm_release,
+	.invalidate_range_start = sframe_mm_invalidate_start,
 	.alloc_notifier = sframe_mm_alloc,
 	.free_notifier = sframe_mm_free,
 };
@@ -313,7 +370,9 @@ static int sframe_insert(struct mm_struct *mm, struct sframe_entry *entry)
 		goto out;
 	smm->nr_sections++;
 	sframe_mm_bump_generation(smm);
-	atomic64_inc(&sframe_counters.sections);
+	/* "none" entries of discovery are not sections. */
+	if (!entry->range.none)
+		atomic64_inc(&sframe_counters.sections);
 out:
 	mutex_unlock(&smm->lock);
 	return ret;
@@ -376,12 +435,7 @@ int sframe_unregister_section(struct mm_struct *mm, u64 text_start)
 	mutex_lock(&smm->lock);
 	entry = mtree_load(&smm->sections, text_start);
 	if (entry && entry->range.text_start == text_start) {
-		mtree_erase(&smm->sections, text_start);
-		smm->nr_sections--;
-		sframe_mm_bump_generation(smm);
-		atomic64_dec(&sframe_counters.sections);
-		/* Lock-free lookups may still be copying it. */
-		kfree_rcu(entry, rcu);
+		sframe_mm_erase(smm, entry);
 		ret = 0;
 	}
 	mutex_unlock(&smm->lock);

@@ -83,6 +83,38 @@ TEST_F(StressTest, MoreThanTheMaximumSectionsPerProcess) {
   EXPECT_EQ(dev().stats().mm_sections, before);
 }
 
+// Covered text unmapped: its section goes with it, so whatever is mapped
+// there next is never described by the stale section.
+TEST_F(StressTest, MunmapOfCoveredTextForgetsItsSection) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  SyntheticSections s(4, page);
+  // (The sections laid out by SyntheticSections are sized for chunks of
+  // under 256 bytes; page-sized functions need their own.)
+  const SyntheticSections::Built one = s.BuildFor(s.text(1), static_cast<uint32_t>(page));
+  const SyntheticSections::Built two = s.BuildFor(s.text(2), static_cast<uint32_t>(page));
+  const uint64_t before = dev().stats().mm_sections;
+  dev().register_section(one.addr, one.len, s.text(1), page);
+  dev().register_section(two.addr, two.len, s.text(2), page);
+  EXPECT_EQ(dev().stats().mm_sections, before + 2);
+
+  ASSERT_EQ(munmap(reinterpret_cast<void*>(s.text(1)), page), 0);
+  EXPECT_EQ(dev().stats().mm_sections, before + 1) << "the unmapped text's section is gone";
+  try {
+    dev().unregister_section(s.text(1));
+    ADD_FAILURE() << "the section of unmapped text could still be unregistered";
+  } catch (const sframe::Error& e) {
+    EXPECT_EQ(e.err(), ENOENT) << e.what();
+  }
+  // Something else mapped there: a new section for it is no overlap.
+  void* p = mmap(reinterpret_cast<void*>(s.text(1)), page, PROT_READ | PROT_EXEC,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  ASSERT_EQ(p, reinterpret_cast<void*>(s.text(1)));
+  EXPECT_NO_THROW(dev().register_section(one.addr, one.len, s.text(1), page));
+  EXPECT_NO_THROW(dev().unregister_section(s.text(1)));
+  EXPECT_NO_THROW(dev().unregister_section(s.text(2)));
+  EXPECT_EQ(dev().stats().mm_sections, before);
+}
+
 // ---- register/unregister cycles -------------------------------------------------------
 
 TEST_F(StressTest, TenThousandCyclesLeaveTheCountsAsTheyWere) {
