@@ -42,7 +42,7 @@ static long sframe_do_register(void __user *uarg)
 		return -EINVAL;
 	return sframe_register_section(current->mm, req.sframe_addr,
 				       req.sframe_len, req.text_start,
-				       req.text_len);
+				       req.text_len, false);
 }
 
 static long sframe_ioctl_register(void __user *uarg)

@@ -348,6 +348,35 @@ static int sframe_check_request(struct mm_struct *mm, u64 sframe_addr,
 	return 0;
 }
 
+/*
+ * Under smm->lock: entry, given by the program, overlaps registered text.
+ * If all that it overlaps was found by discovery (or is a "none" entry),
+ * the program knows better: drop those and return true.
+ */
+static bool sframe_mm_yield_discovered(struct sframe_mm *smm,
+				       const struct sframe_entry *entry)
+{
+	unsigned long first = entry->range.text_start;
+	unsigned long last = entry->range.text_end - 1;
+	struct sframe_entry *old;
+	unsigned long index = first;
+
+	if (entry->range.discovered || entry->range.none)
+		return false;
+	mt_for_each(&smm->sections, old, index, last) {
+		if (!old->range.discovered && !old->range.none)
+			return false;
+	}
+	for (;;) {
+		index = first;
+		old = mt_find(&smm->sections, &index, last);
+		if (!old)
+			break;
+		sframe_mm_erase(smm, old);
+	}
+	return true;
+}
+
 static int sframe_insert(struct mm_struct *mm, struct sframe_entry *entry)
 {
 	struct sframe_mm *smm;
@@ -366,6 +395,10 @@ static int sframe_insert(struct mm_struct *mm, struct sframe_entry *entry)
 	ret = mtree_insert_range(&smm->sections, entry->range.text_start,
 				 entry->range.text_end - 1, entry,
 				 GFP_KERNEL_ACCOUNT);
+	if (ret == -EEXIST && sframe_mm_yield_discovered(smm, entry))
+		ret = mtree_insert_range(&smm->sections, entry->range.text_start,
+					 entry->range.text_end - 1, entry,
+					 GFP_KERNEL_ACCOUNT);
 	if (ret)
 		goto out;
 	smm->nr_sections++;
@@ -379,7 +412,8 @@ out:
 }
 
 int sframe_register_section(struct mm_struct *mm, u64 sframe_addr,
-			    u64 sframe_len, u64 text_start, u64 text_len)
+			    u64 sframe_len, u64 text_start, u64 text_len,
+			    bool discovered)
 {
 	struct sframe_entry *entry;
 	int ret;
@@ -393,6 +427,7 @@ int sframe_register_section(struct mm_struct *mm, u64 sframe_addr,
 				   text_len, &entry->range);
 	if (ret)
 		goto fail;
+	entry->range.discovered = discovered;
 	ret = sframe_insert(mm, entry);
 	if (ret)
 		goto fail;

@@ -19,15 +19,22 @@ struct sframe_range {
 	u64 sframe_addr;
 	struct sframe_section sec; /* validated header; sec.src unset */
 	bool none;                 /* discovery found no .sframe here */
+	bool discovered;           /* registered by discovery, not the
+				      program: explicit registrations
+				      replace it */
 };
 
 int sframe_registry_init(void);
 /* Forget every process's registry; called at module exit. */
 void sframe_registry_exit(void);
 
-/* Validate and add a section for mm (the caller's).  Errors: see uapi. */
+/*
+ * Validate and add a section for mm (the caller's).  Errors: see uapi.
+ * discovered: found by discovery.c rather than given by the program.
+ */
 int sframe_register_section(struct mm_struct *mm, u64 sframe_addr,
-			    u64 sframe_len, u64 text_start, u64 text_len);
+			    u64 sframe_len, u64 text_start, u64 text_len,
+			    bool discovered);
 int sframe_unregister_section(struct mm_struct *mm, u64 text_start);
 /* Remember that the text at [start, end) has no .sframe (discovery). */
 int sframe_register_none(struct mm_struct *mm, unsigned long start,
