@@ -534,6 +534,43 @@ TEST_F(SessionTest, DiscoveryCoversAProgramThatNeverRegisters) {
   EXPECT_EQ(c.stats.lost, 0u);
 }
 
+// The same through a dlopen()ed library that nobody registers: the
+// executable and the library are both discovered.
+TEST_F(SessionTest, DiscoveryCoversADlopenedLibrary) {
+  if (!IsRoot()) GTEST_SKIP() << "turning discovery on needs root (module parameter)";
+  const char* kParam = "/sys/module/sframe_unwind/parameters/discovery";
+  auto set_param = [&](const char* v) {
+    std::ofstream f(kParam);
+    f << v;
+    f.flush();
+    return bool(f);
+  };
+  ASSERT_TRUE(set_param("Y")) << "cannot write " << kParam;
+  const sframe::Stats before = dev().stats();
+  setenv("SFRAME_WORKLOAD_NO_REGISTER", "1", 1);
+  auto w = StartWorkload({"dlspin", "0"});
+  unsetenv("SFRAME_WORKLOAD_NO_REGISTER");
+  if (!w) set_param("N");
+  ASSERT_TRUE(w);
+  // Let it load the library before the symbolizer reads its maps.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  sym_.forget_process(w->pid());
+  sym_.load_process(w->pid());
+  sframe::PerfEvent ev = sframe::PerfEvent::open_process(w->pid(), PerfOptions(10000));
+  Session s = Session::start(Target::kProcess, w->pid(), SframeOnly());
+  Collected c = Collect(&s, &ev, 2000);
+  w->Kill();
+  EXPECT_TRUE(set_param("N"));
+
+  const std::vector<std::string> chain = {"wl_dl_leaf", "wl_dl_spin", "wl_dlspin_a", "main", kLibc};
+  ChainCheck check;
+  for (const Sample* smp : c.Samples()) CheckChain(*smp, User(*smp), chain, &check);
+  RecordProperty("complete", std::to_string(check.complete) + "/" + std::to_string(check.considered));
+  EXPECT_TRUE(MostlyComplete(check, 0.99, 500));
+  EXPECT_GE(dev().stats().sections_discovered, before.sections_discovered + 2)
+      << "the executable and the dlopen()ed library";
+}
+
 TEST_F(SessionTest, ReadsOfDevZeroCarryKernelFramesAndShareOneUnwindPerEntry) {
   SKIP_WITHOUT_PERF();
   if (UserOnly()) GTEST_SKIP() << "kernel-mode samples need paranoid <= 1 (is " << paranoid_ << ")";

@@ -27,6 +27,7 @@
 // A session's complete user chain of the spin mode is
 //   wl_spin_leaf, wl_spin_c, wl_spin_b, wl_spin_a, main, <libc>
 // and the walk stops in libc (NO_COVERAGE): libc has no .sframe.
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -40,6 +41,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "sframe_client/device.h"
@@ -66,6 +68,35 @@ static void stop_after_ms(long ms) {
   it.it_value.tv_sec = ms / 1000;
   it.it_value.tv_usec = (ms % 1000) * 1000;
   setitimer(ITIMER_REAL, &it, nullptr);
+}
+
+// ---- dlspin: the chain crosses a dlopen()ed library -------------------------
+
+WL_NOIPA uint64_t wl_dl_leaf(uint64_t x) {
+  while (!g_stop) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    asm volatile("" : "+r"(x));
+  }
+  return x;
+}
+
+// libvmtest_wldl.so next to this program: wl_dl_spin calls back into
+// wl_dl_leaf.  Returns -1 when the library cannot be loaded.
+WL_NOIPA long wl_dlspin_a() {
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return -1;
+  self[n] = 0;
+  std::string path(self);
+  path = path.substr(0, path.rfind('/') + 1) + "libvmtest_wldl.so";
+  void* h = dlopen(path.c_str(), RTLD_NOW);
+  if (!h) return -1;
+  auto spin = reinterpret_cast<uint64_t (*)(uint64_t (*)(uint64_t), uint64_t)>(
+      dlsym(h, "wl_dl_spin"));
+  if (!spin) return -1;
+  g_sink = spin(wl_dl_leaf, g_sink);
+  WL_BARRIER();
+  return 0;
 }
 
 // ---- spin -----------------------------------------------------------------
@@ -225,6 +256,10 @@ int main(int argc, char** argv) {
     stop_after_ms(a2 * 1000);
     ready();
     g_sink = wl_spin_a(a2, -1);
+  } else if (std::strcmp(mode, "dlspin") == 0) {
+    stop_after_ms(a2 * 1000);
+    ready();
+    if (wl_dlspin_a() != 0) return 5;
   } else if (std::strcmp(mode, "fpspin") == 0) {
     stop_after_ms(a2 * 1000);
     ready();
