@@ -146,9 +146,9 @@ TEST(NmiTest, SamplesTakenInNmiCarryTheWholeUserChain) {
   while (!g_spinner_tid) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
 
-  ASSERT_TRUE(WriteFile(kParam, std::to_string(getpid())));
+  ASSERT_TRUE(vmtest::SetModuleParam("nmi_test_owner", std::to_string(getpid()).c_str()));
   ::testing::AssertionResult injected = InjectNmis(40, 20);
-  EXPECT_TRUE(WriteFile(kParam, "0"));
+  EXPECT_TRUE(vmtest::SetModuleParam("nmi_test_owner", "0"));
   g_stop = true;
   pthread_join(spinner, nullptr);
   ASSERT_TRUE(injected);

@@ -505,25 +505,18 @@ TEST_F(SessionTest, SpinChainIsCompleteInAtLeast99PercentAtTenKilohertz) {
 // module finds the .sframe of the files mapped where its PCs are.
 TEST_F(SessionTest, DiscoveryCoversAProgramThatNeverRegisters) {
   if (!IsRoot()) GTEST_SKIP() << "turning discovery on needs root (module parameter)";
-  const char* kParam = "/sys/module/sframe_unwind/parameters/discovery";
-  auto set_param = [&](const char* v) {
-    std::ofstream f(kParam);
-    f << v;
-    f.flush();
-    return bool(f);
-  };
-  ASSERT_TRUE(set_param("Y")) << "cannot write " << kParam;
+  ASSERT_TRUE(vmtest::SetModuleParam("discovery", "Y"));
   sframe::Stats before = dev().stats();
   setenv("SFRAME_WORKLOAD_NO_REGISTER", "1", 1);
   auto w = StartWorkload({"spin", "0"});
   unsetenv("SFRAME_WORKLOAD_NO_REGISTER");
-  if (!w) set_param("N");
+  if (!w) vmtest::SetModuleParam("discovery", "N");
   ASSERT_TRUE(w);
   sframe::PerfEvent ev = sframe::PerfEvent::open_process(w->pid(), PerfOptions(10000));
   Session s = Session::start(Target::kProcess, w->pid(), SframeOnly());
   Collected c = Collect(&s, &ev, 2000);
   w->Kill();
-  EXPECT_TRUE(set_param("N"));
+  EXPECT_TRUE(vmtest::SetModuleParam("discovery", "N"));
 
   ChainCheck check;
   for (const Sample* smp : c.Samples()) CheckChain(*smp, User(*smp), kSpinChain, &check);
@@ -538,19 +531,12 @@ TEST_F(SessionTest, DiscoveryCoversAProgramThatNeverRegisters) {
 // executable and the library are both discovered.
 TEST_F(SessionTest, DiscoveryCoversADlopenedLibrary) {
   if (!IsRoot()) GTEST_SKIP() << "turning discovery on needs root (module parameter)";
-  const char* kParam = "/sys/module/sframe_unwind/parameters/discovery";
-  auto set_param = [&](const char* v) {
-    std::ofstream f(kParam);
-    f << v;
-    f.flush();
-    return bool(f);
-  };
-  ASSERT_TRUE(set_param("Y")) << "cannot write " << kParam;
+  ASSERT_TRUE(vmtest::SetModuleParam("discovery", "Y"));
   const sframe::Stats before = dev().stats();
   setenv("SFRAME_WORKLOAD_NO_REGISTER", "1", 1);
   auto w = StartWorkload({"dlspin", "0"});
   unsetenv("SFRAME_WORKLOAD_NO_REGISTER");
-  if (!w) set_param("N");
+  if (!w) vmtest::SetModuleParam("discovery", "N");
   ASSERT_TRUE(w);
   // Let it load the library before the symbolizer reads its maps.
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -560,7 +546,7 @@ TEST_F(SessionTest, DiscoveryCoversADlopenedLibrary) {
   Session s = Session::start(Target::kProcess, w->pid(), SframeOnly());
   Collected c = Collect(&s, &ev, 2000);
   w->Kill();
-  EXPECT_TRUE(set_param("N"));
+  EXPECT_TRUE(vmtest::SetModuleParam("discovery", "N"));
 
   const std::vector<std::string> chain = {"wl_dl_leaf", "wl_dl_spin", "wl_dlspin_a", "main", kLibc};
   ChainCheck check;

@@ -497,18 +497,11 @@ TEST_F(RaceTest, UnregisterWhileOthersUnwind) {
 // of this process stays behind).
 TEST_F(StressTest, ExplicitRegistrationReplacesADiscoveredSection) {
   if (geteuid() != 0) GTEST_SKIP() << "turning discovery on needs root (module parameter)";
-  const char* kParam = "/sys/module/sframe_unwind/parameters/discovery";
-  auto set_param = [&](const char* v) {
-    FILE* f = std::fopen(kParam, "w");
-    if (!f) return false;
-    bool ok = std::fputs(v, f) >= 0;
-    return std::fclose(f) == 0 && ok;
-  };
-  ASSERT_TRUE(set_param("Y")) << "cannot write " << kParam;
+  ASSERT_TRUE(vmtest::SetModuleParam("discovery", "Y"));
   const sframe::Stats before = dev().stats();
   sframe::UnwindResult r = dev().unwind_self(64, SFRAME_UNWIND_F_SFRAME);
   const sframe::Stats mid = dev().stats();
-  EXPECT_TRUE(set_param("N"));
+  EXPECT_TRUE(vmtest::SetModuleParam("discovery", "N"));
   EXPECT_GE(mid.sections_discovered, before.sections_discovered + 1) << "the program was discovered";
   EXPECT_GE(r.nr_sframe, 1u) << "and unwound with it";
 

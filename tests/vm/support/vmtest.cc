@@ -79,6 +79,14 @@ std::string DevicePath() {
   return (env != nullptr && *env != '\0') ? env : SFRAME_UNWIND_DEVICE;
 }
 
+bool SetModuleParam(const char* name, const char* value) {
+  std::string path = std::string("/sys/module/sframe_unwind/parameters/") + name;
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) return false;
+  bool ok = std::fputs(value, f) >= 0;
+  return std::fclose(f) == 0 && ok;
+}
+
 void DeviceTest::SetUp() {
   try {
     dev_.emplace(DevicePath());

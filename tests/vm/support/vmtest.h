@@ -37,6 +37,9 @@ namespace vmtest {
 // $SFRAME_VM_DEVICE (set by the VM rig), else SFRAME_UNWIND_DEVICE.
 std::string DevicePath();
 
+// Writes value to /sys/module/sframe_unwind/parameters/name (root only).
+bool SetModuleParam(const char* name, const char* value);
+
 // Opens the device or fails the test with the library's message, e.g.
 // "cannot open /dev/sframe_unwind: No such file or directory (ENOENT)".
 class DeviceTest : public ::testing::Test {
