@@ -20,13 +20,6 @@ using vmtest::SectionCopy;
 using vmtest::SyntheticSections;
 namespace hdr = sframe::hdr;
 
-VMTEST_NOIPA int marker(int x) { return x + 1; }
-
-sframe::LoadedObject Self() {
-  auto obj = sframe::loaded_object_containing(reinterpret_cast<void*>(&marker));
-  return obj ? *obj : sframe::LoadedObject{};
-}
-
 void Put32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }
 uint32_t Get32(const uint8_t* p) {
   uint32_t v;
@@ -34,14 +27,8 @@ uint32_t Get32(const uint8_t* p) {
   return v;
 }
 
-class ErrorsTest : public vmtest::DeviceTest {
+class ErrorsTest : public vmtest::SelfSectionTest {
  protected:
-  void SetUp() override {
-    vmtest::DeviceTest::SetUp();
-    if (HasFatalFailure()) return;
-    self_ = Self();
-    ASSERT_TRUE(self_.has_sframe());
-  }
 
   int Ioctl(unsigned long request, void* arg) {
     return ::ioctl(dev().fd(), request, arg) == 0 ? 0 : errno;
@@ -73,7 +60,6 @@ class ErrorsTest : public vmtest::DeviceTest {
     return req;
   }
 
-  sframe::LoadedObject self_;
 };
 
 // ---- the valid case, and struct versioning ---------------------------------

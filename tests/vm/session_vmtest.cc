@@ -886,10 +886,11 @@ TEST_F(SessionTest, ClosingSessionsMidFlightLeavesLaterSessionsWorking) {
   EXPECT_EQ(c.stats.samples, c.stats.records + c.stats.lost + c.stats.lost_capture);
 }
 
-// The first session arms the module's hook on perf's sample path and the
-// last one to close disarms it: here 200 times in a row while a 10 kHz
-// event samples a task in the kernel (the hooked function runs in the
-// hrtimer interrupt on the other CPU all along).
+// Sessions started and closed 200 times in a row while a 10 kHz event
+// samples a task in the kernel (perf's hooked sample path runs in the
+// hrtimer interrupt on the other CPU all along).  Arming and disarming the
+// module's kprobe with each first and last session crashed the kernel
+// here; the kprobe now stays from the first session to module unload.
 TEST_F(SessionTest, RapidSessionStartAndCloseWhileSampling) {
   SKIP_WITHOUT_PERF();
   auto w = StartWorkload({"read", "0", std::to_string(8 << 20)});

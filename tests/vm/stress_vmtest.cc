@@ -26,28 +26,14 @@ namespace {
 using sframe::StopReason;
 using vmtest::SyntheticSections;
 
-VMTEST_NOIPA int marker(int x) { return x + 1; }
-
-sframe::LoadedObject Self() {
-  auto obj = sframe::loaded_object_containing(reinterpret_cast<void*>(&marker));
-  return obj ? *obj : sframe::LoadedObject{};
-}
-
-class StressTest : public vmtest::DeviceTest {
+class StressTest : public vmtest::SelfSectionTest {
  protected:
-  void SetUp() override {
-    vmtest::DeviceTest::SetUp();
-    if (HasFatalFailure()) return;
-    self_ = Self();
-    ASSERT_TRUE(self_.has_sframe());
-  }
   void Cycle(int n) {
     for (int i = 0; i < n; i++) {
       dev().register_section(self_.sframe_addr, self_.sframe_len, self_.text_start, self_.text_len);
       dev().unregister_section(self_.text_start);
     }
   }
-  sframe::LoadedObject self_;
 };
 
 // ---- SFRAME_MAX_SECTIONS_PER_MM -------------------------------------------------

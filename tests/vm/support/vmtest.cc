@@ -87,6 +87,15 @@ bool SetModuleParam(const char* name, const char* value) {
   return std::fclose(f) == 0 && ok;
 }
 
+void SelfSectionTest::SetUp() {
+  DeviceTest::SetUp();
+  if (HasFatalFailure()) return;
+  // DevicePath lives in the test program (support/ is linked into it).
+  auto obj = sframe::loaded_object_containing(reinterpret_cast<void*>(&DevicePath));
+  ASSERT_TRUE(obj && obj->has_sframe()) << "the test program has no .sframe of its own";
+  self_ = *obj;
+}
+
 void DeviceTest::SetUp() {
   try {
     dev_.emplace(DevicePath());

@@ -50,6 +50,14 @@ class DeviceTest : public ::testing::Test {
   std::optional<sframe::Device> dev_;
 };
 
+// DeviceTest plus self_: the test program itself as a loaded object, whose
+// own .sframe (the assembler's) the test registers, copies or corrupts.
+class SelfSectionTest : public DeviceTest {
+ protected:
+  void SetUp() override;
+  sframe::LoadedObject self_;
+};
+
 // Registers the .sframe of every loaded object that has one; fails the test
 // (returns empty) on error.
 std::vector<sframe::Registration> RegisterLoaded(const sframe::Device& dev);
