@@ -11,8 +11,9 @@
  * with the file: it lives in a PT_LOAD) exactly as a program would.  A
  * file without one gets a "none" entry for the mapping, so it is read once.
  *
- * The module parameter `discovery` turns this off (it is off by default
- * until the registry follows munmap and mremap of discovered text).
+ * The module parameter `discovery` turns this off, e.g. where a profiler
+ * should see only what programs register (or what the LD_AUDIT library of
+ * libsframe-client registers for them).
  */
 #include <linux/elf.h>
 #include <linux/file.h>
@@ -27,10 +28,10 @@
 #include "registry.h"
 #include "stats.h"
 
-static bool discovery;
+static bool discovery = true;
 module_param(discovery, bool, 0644);
 MODULE_PARM_DESC(discovery,
-		 "Find the .sframe of mapped ELF files without registration (default: off)");
+		 "Find the .sframe of mapped ELF files without registration (default: on)");
 
 /* Program headers read at most: ld.so allows more, no real object has. */
 #define SFRAME_MAX_PHDRS 64

@@ -39,7 +39,8 @@ struct sframe_mm {
 	struct mm_struct *mm;
 	struct maple_tree sections; /* [text_start, text_end - 1] -> entry */
 	struct mutex lock;          /* serialises writers of sections */
-	unsigned int nr_sections;   /* under lock */
+	unsigned int nr_entries;    /* under lock; sections and "none" */
+	unsigned int nr_sections;   /* under lock; sections only */
 	/* Bumped (under lock, after the change) by every change of sections. */
 	u32 generation;
 	struct sframe_row_cache *rows;
@@ -116,6 +117,7 @@ static void sframe_mm_free_sections(struct sframe_mm *smm)
 		kfree_rcu(entry, rcu);
 	}
 	mtree_destroy(&smm->sections);
+	smm->nr_entries = 0;
 	smm->nr_sections = 0;
 	mutex_unlock(&smm->lock);
 }
@@ -191,10 +193,12 @@ static void sframe_mm_free(struct mmu_notifier *mn)
 static void sframe_mm_erase(struct sframe_mm *smm, struct sframe_entry *entry)
 {
 	mtree_erase(&smm->sections, entry->range.text_start);
-	smm->nr_sections--;
+	smm->nr_entries--;
 	sframe_mm_bump_generation(smm);
-	if (!entry->range.none)
+	if (!entry->range.none) {
+		smm->nr_sections--;
 		atomic64_dec(&sframe_counters.sections);
+	}
 	/* Lock-free lookups may still be copying it. */
 	kfree_rcu(entry, rcu);
 }
@@ -387,7 +391,7 @@ static int sframe_insert(struct mm_struct *mm, struct sframe_entry *entry)
 		return PTR_ERR(smm);
 
 	mutex_lock(&smm->lock);
-	if (smm->nr_sections >= SFRAME_MAX_SECTIONS_PER_MM) {
+	if (smm->nr_entries >= SFRAME_MAX_SECTIONS_PER_MM) {
 		ret = -ENOSPC;
 		goto out;
 	}
@@ -401,11 +405,13 @@ static int sframe_insert(struct mm_struct *mm, struct sframe_entry *entry)
 					 GFP_KERNEL_ACCOUNT);
 	if (ret)
 		goto out;
-	smm->nr_sections++;
+	smm->nr_entries++;
 	sframe_mm_bump_generation(smm);
 	/* "none" entries of discovery are not sections. */
-	if (!entry->range.none)
+	if (!entry->range.none) {
+		smm->nr_sections++;
 		atomic64_inc(&sframe_counters.sections);
+	}
 out:
 	mutex_unlock(&smm->lock);
 	return ret;

@@ -57,7 +57,9 @@
  *               section could not be read
  *   EACCES      part of the text range is mapped but not executable
  *   EEXIST      the text range overlaps a registered one
- *   ENOSPC      the process already has SFRAME_MAX_SECTIONS_PER_MM sections
+ *   ENOSPC      the process already has SFRAME_MAX_SECTIONS_PER_MM entries
+ *               (sections, and executable mappings discovery found to have
+ *               no .sframe)
  *   ENOMEM      out of kernel memory
  */
 struct sframe_register {
@@ -149,7 +151,8 @@ struct sframe_stats {
 	__u64 frames_fp;        /* frames unwound with frame pointers, ever */
 	__u64 unwind_faults;    /* walks that stopped on a fault, ever */
 	__u64 unwind_bad_frames; /* walks that stopped on an invalid frame */
-	__u64 mm_sections;      /* sections registered by the caller's process */
+	__u64 mm_sections;      /* sections registered for the caller's
+				   process (by it, by discovery or supplied) */
 	__u64 samples_deferred; /* perf samples captured for sessions, ever */
 	__u64 samples_nmi;      /* ...of them, captured in NMI context */
 	__u64 sections_discovered; /* sections registered by discovery */

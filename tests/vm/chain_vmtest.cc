@@ -34,6 +34,9 @@ using vmtest::ChildTail;
 using vmtest::kUnwindSelf;
 using vmtest::RunChild;
 
+// As root the suite runs with discovery off, as a user with it on.
+const bool kDiscoveryOffWhenRoot = vmtest::DiscoveryOffWhenRoot();
+
 std::vector<std::string> Cat(std::vector<std::string> a, const std::vector<std::string>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
@@ -115,13 +118,21 @@ TEST(ChainTest, ExecutableAllMethodsStartsTheSame) {
   EXPECT_GE(c.nr_sframe, 7u) << c.Describe();
 }
 
-TEST(ChainTest, NothingRegisteredStopsAtTheFirstFrame) {
+// Without a registration, only discovery covers the program: with it the
+// chain is whole, without it the walk cannot leave unwind_self.
+TEST(ChainTest, NothingRegisteredIsCoveredOnlyByDiscovery) {
   ChildResult r = RunChild("exe_chain");
   ASSERT_EQ(r.exit_status, 0) << r.output;
   const Chain& c = r.chains["unregistered"];
-  EXPECT_TRUE(ChainIs(c, {kUnwindSelf}));
+  if (vmtest::DiscoveryEnabled()) {
+    EXPECT_TRUE(ChainIs(c, Cat({kUnwindSelf, "exe_c", "exe_b", "exe_a"}, ChildTail("exe_chain")),
+                        r.main_return));
+    EXPECT_EQ(c.nr_sframe, c.frames.size() - 1);
+  } else {
+    EXPECT_TRUE(ChainIs(c, {kUnwindSelf}));
+    EXPECT_EQ(c.nr_sframe, 0u);
+  }
   EXPECT_EQ(c.stop, StopReason::kNoCoverage);
-  EXPECT_EQ(c.nr_sframe, 0u);
 }
 
 // ---- through a linked shared library and the PLT ---------------------------
@@ -173,12 +184,18 @@ TEST(ChainTest, SharedLibraryThroughPlt) {
   }
 }
 
-TEST(ChainTest, UnregisteredLibraryEndsTheChainInIt) {
+// lib_callback returns into lib_chain_b, whose library is not registered:
+// discovery covers it, or the walk ends there.
+TEST(ChainTest, UnregisteredLibraryIsCoveredOnlyByDiscovery) {
   ChildResult r = RunChild("shared_lib_chain", "exe-only");
   ASSERT_EQ(r.exit_status, 0) << r.output;
   const Chain& c = r.chains["second"];
-  // lib_callback returns into lib_chain_b, whose text no section covers.
-  EXPECT_TRUE(ChainIs(c, {kUnwindSelf, "DoUnwind", "lib_callback", "lib_chain_b"}));
+  if (vmtest::DiscoveryEnabled()) {
+    EXPECT_TRUE(ChainIs(c, Cat(std::vector<std::string>(kLibChain), ChildTail("shared_lib_chain")),
+                        r.main_return));
+  } else {
+    EXPECT_TRUE(ChainIs(c, {kUnwindSelf, "DoUnwind", "lib_callback", "lib_chain_b"}));
+  }
   EXPECT_EQ(c.stop, StopReason::kNoCoverage);
 }
 
@@ -276,9 +293,17 @@ TEST(ChainTest, DlopenedLibrary) {
   EXPECT_EQ(r.chains["registered"].stop, StopReason::kNoCoverage);
   EXPECT_NE(r.values["lib_text_start"], 0u);
   // Before registering and after the registration is gone, the walk stops
-  // in the library.
-  EXPECT_TRUE(ChainIs(r.chains["before"], inner));
-  EXPECT_TRUE(ChainIs(r.chains["after"], inner));
+  // in the library, unless discovery covers it.
+  for (const char* label : {"before", "after"}) {
+    SCOPED_TRACE(label);
+    if (vmtest::DiscoveryEnabled()) {
+      EXPECT_TRUE(ChainIs(r.chains[label],
+                          Cat(Cat(inner, {"dl_chain_a", "exe_calls_dl"}), ChildTail("dlopen_chain")),
+                          r.main_return));
+    } else {
+      EXPECT_TRUE(ChainIs(r.chains[label], inner));
+    }
+  }
 }
 
 TEST(ChainTest, ObjectWithoutSframeIsRefusedByTheLibrary) {

@@ -500,23 +500,20 @@ TEST_F(SessionTest, SpinChainIsCompleteInAtLeast99PercentAtTenKilohertz) {
   EXPECT_GE(c.stats.samples + 10, ev.counts().samples);
 }
 
-// Discovery (module parameter `discovery`, off by default for now): a
-// program that registers nothing still gets complete chains, because the
-// module finds the .sframe of the files mapped where its PCs are.
+// Discovery (module parameter `discovery`, on by default): a program
+// that registers nothing still gets complete chains, because the module
+// finds the .sframe of the files mapped where its PCs are.
 TEST_F(SessionTest, DiscoveryCoversAProgramThatNeverRegisters) {
-  if (!IsRoot()) GTEST_SKIP() << "turning discovery on needs root (module parameter)";
-  ASSERT_TRUE(vmtest::SetModuleParam("discovery", "Y"));
+  SKIP_WITHOUT_PERF();
   sframe::Stats before = dev().stats();
   setenv("SFRAME_WORKLOAD_NO_REGISTER", "1", 1);
   auto w = StartWorkload({"spin", "0"});
   unsetenv("SFRAME_WORKLOAD_NO_REGISTER");
-  if (!w) vmtest::SetModuleParam("discovery", "N");
   ASSERT_TRUE(w);
   sframe::PerfEvent ev = sframe::PerfEvent::open_process(w->pid(), PerfOptions(10000));
   Session s = Session::start(Target::kProcess, w->pid(), SframeOnly());
   Collected c = Collect(&s, &ev, 2000);
   w->Kill();
-  EXPECT_TRUE(vmtest::SetModuleParam("discovery", "N"));
 
   ChainCheck check;
   for (const Sample* smp : c.Samples()) CheckChain(*smp, User(*smp), kSpinChain, &check);
@@ -530,13 +527,11 @@ TEST_F(SessionTest, DiscoveryCoversAProgramThatNeverRegisters) {
 // The same through a dlopen()ed library that nobody registers: the
 // executable and the library are both discovered.
 TEST_F(SessionTest, DiscoveryCoversADlopenedLibrary) {
-  if (!IsRoot()) GTEST_SKIP() << "turning discovery on needs root (module parameter)";
-  ASSERT_TRUE(vmtest::SetModuleParam("discovery", "Y"));
+  SKIP_WITHOUT_PERF();
   const sframe::Stats before = dev().stats();
   setenv("SFRAME_WORKLOAD_NO_REGISTER", "1", 1);
   auto w = StartWorkload({"dlspin", "0"});
   unsetenv("SFRAME_WORKLOAD_NO_REGISTER");
-  if (!w) vmtest::SetModuleParam("discovery", "N");
   ASSERT_TRUE(w);
   // Let it load the library before the symbolizer reads its maps.
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -546,7 +541,6 @@ TEST_F(SessionTest, DiscoveryCoversADlopenedLibrary) {
   Session s = Session::start(Target::kProcess, w->pid(), SframeOnly());
   Collected c = Collect(&s, &ev, 2000);
   w->Kill();
-  EXPECT_TRUE(vmtest::SetModuleParam("discovery", "N"));
 
   const std::vector<std::string> chain = {"wl_dl_leaf", "wl_dl_spin", "wl_dlspin_a", "main", kLibc};
   ChainCheck check;

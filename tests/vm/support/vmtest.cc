@@ -87,6 +87,50 @@ bool SetModuleParam(const char* name, const char* value) {
   return std::fclose(f) == 0 && ok;
 }
 
+ScopedModuleParam::ScopedModuleParam(const char* name, const char* value) : name_(name) {
+  std::string path = std::string("/sys/module/sframe_unwind/parameters/") + name;
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return;
+  char buf[64] = {};
+  bool read = std::fgets(buf, sizeof(buf), f) != nullptr;
+  std::fclose(f);
+  if (!read) return;
+  old_ = buf;
+  while (!old_.empty() && old_.back() == '\n') old_.pop_back();
+  ok_ = SetModuleParam(name, value);
+}
+
+ScopedModuleParam::~ScopedModuleParam() {
+  if (ok_) SetModuleParam(name_.c_str(), old_.c_str());
+}
+
+bool DiscoveryEnabled() {
+  FILE* f = std::fopen("/sys/module/sframe_unwind/parameters/discovery", "r");
+  if (!f) return false;
+  int c = std::fgetc(f);
+  std::fclose(f);
+  return c == 'Y';
+}
+
+namespace {
+class DiscoveryOffEnvironment : public testing::Environment {
+ public:
+  void SetUp() override {
+    if (geteuid() == 0) param_.emplace("discovery", "N");
+  }
+  void TearDown() override { param_.reset(); }
+
+ private:
+  std::optional<ScopedModuleParam> param_;
+};
+}  // namespace
+
+bool DiscoveryOffWhenRoot() {
+  // GoogleTest owns registered environments.
+  testing::AddGlobalTestEnvironment(new DiscoveryOffEnvironment);
+  return true;
+}
+
 void SelfSectionTest::SetUp() {
   DeviceTest::SetUp();
   if (HasFatalFailure()) return;

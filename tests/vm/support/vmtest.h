@@ -40,6 +40,32 @@ std::string DevicePath();
 // Writes value to /sys/module/sframe_unwind/parameters/name (root only).
 bool SetModuleParam(const char* name, const char* value);
 
+// Whether the module discovers .sframe sections by itself (its
+// `discovery` parameter, readable by everyone).
+bool DiscoveryEnabled();
+
+// For suites about explicit registration: run as root, the program turns
+// discovery off for its whole run (and back after); run as another user,
+// discovery stays as the module has it (on by default).  So the rig's two
+// runs of such a suite test both, and its tests branch on
+// DiscoveryEnabled().  Call once, from a static initializer.
+bool DiscoveryOffWhenRoot();
+
+// Sets a module parameter for the life of the object and puts the old
+// value back after; ok() says whether the write worked (root only).
+class ScopedModuleParam {
+ public:
+  ScopedModuleParam(const char* name, const char* value);
+  ~ScopedModuleParam();
+  ScopedModuleParam(const ScopedModuleParam&) = delete;
+  ScopedModuleParam& operator=(const ScopedModuleParam&) = delete;
+  bool ok() const { return ok_; }
+
+ private:
+  std::string name_, old_;
+  bool ok_ = false;
+};
+
 // Opens the device or fails the test with the library's message, e.g.
 // "cannot open /dev/sframe_unwind: No such file or directory (ENOENT)".
 class DeviceTest : public ::testing::Test {
