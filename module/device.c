@@ -2,9 +2,11 @@
 /*
  * /dev/sframe_unwind: the ioctls of uapi/sframe_unwind.h.
  *
- * Every request acts on the caller's own process, so the device is open to
+ * Requests act on the caller's own process, so the device is open to
  * everyone (mode 0666): registering a section or unwinding one's own stack
- * gives nothing a process could not compute itself.
+ * gives nothing a process could not compute itself.  Requests about
+ * another process (supplying a section, listing, unregistering) follow
+ * ptrace's rule for it, and sessions perf_event_open()'s.
  *
  * Argument structs are extensible the usual way (copy_struct_from_user):
  * the caller's size is in the struct, a newer caller's unknown tail must be
@@ -12,11 +14,15 @@
  */
 #include <linux/fs.h>
 #include <linux/miscdevice.h>
+#include <linux/mm.h>
 #include <linux/module.h>
+#include <linux/ptrace.h>
+#include <linux/sched/mm.h>
 #include <linux/sched/task_stack.h>
 #include <linux/uaccess.h>
 
 #include "device.h"
+#include "ksyms.h"
 #include "uarg.h"
 #include "registry.h"
 #include "session.h"
@@ -42,7 +48,7 @@ static long sframe_do_register(void __user *uarg)
 		return -EINVAL;
 	return sframe_register_section(current->mm, req.sframe_addr,
 				       req.sframe_len, req.text_start,
-				       req.text_len, false);
+				       req.text_len, SFRAME_SOURCE_REGISTERED);
 }
 
 static long sframe_ioctl_register(void __user *uarg)
@@ -55,18 +61,158 @@ static long sframe_ioctl_register(void __user *uarg)
 	return ret;
 }
 
+/*
+ * The address space of process pid (0: the caller's), with a reference, if
+ * the caller may ptrace it in mode.  ERR_PTR(-ESRCH) or (-EPERM).
+ */
+static struct mm_struct *sframe_target_mm(s32 pid, unsigned int mode)
+{
+	struct task_struct *task;
+	struct mm_struct *mm;
+
+	if (pid < 0)
+		return ERR_PTR(-ESRCH);
+	if (!pid) {
+		mmget(current->mm);
+		return current->mm;
+	}
+	rcu_read_lock();
+	task = pid_task(find_vpid(pid), PIDTYPE_PID);
+	if (task)
+		get_task_struct(task);
+	rcu_read_unlock();
+	if (!task)
+		return ERR_PTR(-ESRCH);
+	/* Checked under the target's exec_update_lock: a racing setuid exec
+	 * cannot slip its new mm past the check. */
+	mm = sframe_ksyms.mm_access(task, mode);
+	put_task_struct(task);
+	if (!mm)
+		return ERR_PTR(-ESRCH);
+	if (IS_ERR(mm))
+		return PTR_ERR(mm) == -EACCES ? ERR_PTR(-EPERM) : mm;
+	return mm;
+}
+
 static long sframe_ioctl_unregister(void __user *uarg)
 {
 	struct sframe_unregister req;
+	struct mm_struct *mm;
 	long ret;
 
 	ret = sframe_copy_arg(&req, sizeof(req), SFRAME_UNREGISTER_SIZE_VER0,
 			      uarg);
 	if (ret < 0)
 		return ret;
-	if (req.flags || req.reserved)
+	if ((req.flags & ~SFRAME_UNREGISTER_F_PID) || req.reserved)
 		return -EINVAL;
-	return sframe_unregister_section(current->mm, req.text_start);
+	if (!(req.flags & SFRAME_UNREGISTER_F_PID)) {
+		if (req.pid)
+			return -EINVAL;
+		return sframe_unregister_section(current->mm, req.text_start);
+	}
+	mm = sframe_target_mm(req.pid, PTRACE_MODE_ATTACH_REALCREDS);
+	if (IS_ERR(mm))
+		return PTR_ERR(mm);
+	ret = sframe_unregister_section(mm, req.text_start);
+	mmput(mm);
+	return ret;
+}
+
+static long sframe_do_supply(void __user *uarg)
+{
+	struct sframe_supply req;
+	struct mm_struct *mm;
+	void *data;
+	long ret;
+
+	ret = sframe_copy_arg(&req, sizeof(req), SFRAME_SUPPLY_SIZE_VER0, uarg);
+	if (ret < 0)
+		return ret;
+	if (req.flags || req.reserved0 ||
+	    !sframe_all_zero(req.reserved, ARRAY_SIZE(req.reserved)))
+		return -EINVAL;
+	if (!req.sframe_len || !req.text_len)
+		return -EINVAL;
+	/* Checked before the allocation it bounds. */
+	if (req.sframe_len > SFRAME_MAX_SECTION_SIZE)
+		return -E2BIG;
+
+	mm = sframe_target_mm(req.pid, PTRACE_MODE_ATTACH_REALCREDS);
+	if (IS_ERR(mm))
+		return PTR_ERR(mm);
+	/* Charged to the caller's memory cgroup, which asks for it. */
+	data = kvmalloc(req.sframe_len, GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
+	if (!data) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	if (copy_from_user(data, u64_to_user_ptr(req.sframe_data),
+			   req.sframe_len)) {
+		kvfree(data);
+		ret = -EFAULT;
+		goto out;
+	}
+	/* Takes data, on success and on failure. */
+	ret = sframe_supply_section(mm, data, req.sframe_len, req.sframe_addr,
+				    req.text_start, req.text_len);
+out:
+	mmput(mm);
+	return ret;
+}
+
+static long sframe_ioctl_supply(void __user *uarg)
+{
+	long ret = sframe_do_supply(uarg);
+
+	atomic64_inc(ret ? &sframe_counters.registrations_rejected :
+			   &sframe_counters.registrations);
+	return ret;
+}
+
+static long sframe_ioctl_list_sections(void __user *uarg)
+{
+	struct sframe_list_sections req;
+	struct sframe_section_info *infos = NULL;
+	struct mm_struct *mm;
+	long usize, ret;
+	u32 nr = 0;
+
+	usize = sframe_copy_arg(&req, sizeof(req),
+				SFRAME_LIST_SECTIONS_SIZE_VER0, uarg);
+	if (usize < 0)
+		return usize;
+	if (req.flags || req.reserved0 ||
+	    !sframe_all_zero(req.reserved, ARRAY_SIZE(req.reserved)))
+		return -EINVAL;
+	if (req.max_entries > SFRAME_MAX_SECTIONS_PER_MM)
+		return -EINVAL;
+
+	mm = sframe_target_mm(req.pid, PTRACE_MODE_READ_REALCREDS);
+	if (IS_ERR(mm))
+		return PTR_ERR(mm);
+	if (req.max_entries) {
+		infos = kvcalloc(req.max_entries, sizeof(*infos), GFP_KERNEL);
+		if (!infos) {
+			ret = -ENOMEM;
+			goto out;
+		}
+	}
+	ret = sframe_registry_list(mm, infos, req.max_entries, &nr);
+	if (ret)
+		goto out;
+	ret = -EFAULT;
+	if (infos && copy_to_user(u64_to_user_ptr(req.entries), infos,
+				  min(nr, req.max_entries) * sizeof(*infos)))
+		goto out;
+	req.nr_entries = nr;
+	if (copy_to_user(uarg, &req, min_t(size_t, usize, sizeof(req))))
+		goto out;
+	ret = 0;
+out:
+	kvfree(infos);
+	mmput(mm);
+	return ret;
 }
 
 static long sframe_ioctl_unwind_self(void __user *uarg)
@@ -151,6 +297,7 @@ static long sframe_ioctl_get_stats(void __user *uarg)
 	st.samples_nmi = atomic64_read(&sframe_counters.samples_nmi);
 	st.sections_discovered =
 		atomic64_read(&sframe_counters.sections_discovered);
+	st.supplied_bytes = sframe_supplied_bytes();
 	smm = current->mm ? sframe_mm_find(current->mm) : NULL;
 	st.mm_sections = smm ? sframe_mm_nr_sections(smm) : 0;
 	if (copy_to_user(uarg, &st, min_t(size_t, usize, sizeof(st))))
@@ -186,6 +333,10 @@ static long sframe_ioctl(struct file *file, unsigned int cmd,
 		return sframe_ioctl_unwind_self(uarg);
 	case _IOC_NR(SFRAME_IOC_GET_STATS):
 		return sframe_ioctl_get_stats(uarg);
+	case _IOC_NR(SFRAME_IOC_SUPPLY):
+		return sframe_ioctl_supply(uarg);
+	case _IOC_NR(SFRAME_IOC_LIST_SECTIONS):
+		return sframe_ioctl_list_sections(uarg);
 	case _IOC_NR(SFRAME_IOC_SESSION_START):
 		if (sframe_file_session(file))
 			return -EBUSY;

@@ -107,7 +107,8 @@ static int sframe_discover_file(struct mm_struct *mm, struct file *file,
 	bias = map->start - (load->p_vaddr - load->p_offset + map->offset);
 	ret = sframe_register_section(mm, bias + sframe->p_vaddr,
 				      sframe->p_memsz, bias + text_lo,
-				      text_hi - text_lo, true);
+				      text_hi - text_lo,
+				      SFRAME_SOURCE_DISCOVERED);
 	if (ret == -EEXIST)
 		ret = 0;
 	else if (!ret)

@@ -54,10 +54,11 @@ int sframe_ksyms_init(void)
 	sframe_ksyms.task_work_cancel_match =
 		sframe_lookup("task_work_cancel_match");
 	sframe_ksyms.ptrace_may_access = sframe_lookup("ptrace_may_access");
+	sframe_ksyms.mm_access = sframe_lookup("mm_access");
 	sframe_ksyms.perf_event_paranoid =
 		sframe_lookup("sysctl_perf_event_paranoid");
 	if (!sframe_ksyms.task_work_cancel_match ||
-	    !sframe_ksyms.ptrace_may_access ||
+	    !sframe_ksyms.ptrace_may_access || !sframe_ksyms.mm_access ||
 	    !sframe_ksyms.perf_event_paranoid)
 		return -ENOENT;
 	return 0;

@@ -18,6 +18,13 @@ struct sframe_ksyms {
 		bool (*match)(struct callback_head *, void *data), void *data);
 	/* kernel/ptrace.c: perf_event_open()'s rule for another's task */
 	bool (*ptrace_may_access)(struct task_struct *task, unsigned int mode);
+	/*
+	 * kernel/fork.c: the target's mm if the caller may ptrace it in
+	 * mode, checked under the target's exec_update_lock (as
+	 * process_vm_writev() does); NULL without an mm, ERR_PTR(-EACCES)
+	 */
+	struct mm_struct *(*mm_access)(struct task_struct *task,
+				       unsigned int mode);
 	/* kernel/events/core.c: kernel.perf_event_paranoid */
 	int *perf_event_paranoid;
 };

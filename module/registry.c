@@ -9,13 +9,17 @@
  * exec), which is exactly when its sections stop meaning anything.  The
  * stock kernel has no hook in mm teardown a module could use otherwise.
  *
- * The sections themselves stay in user memory: an entry holds the address
- * and the validated header only, so a registration costs about a hundred
- * bytes of kernel memory, charged to the caller's memory cgroup.
+ * Registered and discovered sections stay in user memory: an entry holds
+ * the address and the validated header only, so a registration costs about
+ * a hundred bytes of kernel memory, charged to the caller's memory cgroup.
+ * A supplied section (SFRAME_IOC_SUPPLY: by value, for any process the
+ * caller may ptrace) is a copy in kernel memory, charged to the supplier
+ * and bounded per process and in total.
  */
 #include <linux/hashtable.h>
 #include <linux/maple_tree.h>
 #include <linux/mmu_notifier.h>
+#include <linux/moduleparam.h>
 #include <linux/mutex.h>
 #include <linux/sched/mm.h>
 #include <linux/slab.h>
@@ -30,8 +34,40 @@
 
 struct sframe_entry {
 	struct sframe_range range;
+	void *data; /* SFRAME_SOURCE_SUPPLIED: the section (kvmalloc) */
 	struct rcu_head rcu;
 };
+
+static unsigned int supply_max_process_kb = SFRAME_SUPPLY_MAX_PER_PROCESS >> 10;
+module_param(supply_max_process_kb, uint, 0644);
+MODULE_PARM_DESC(supply_max_process_kb,
+		 "Bytes (KiB) of supplied sections one process may hold (at most the uapi's bound)");
+static unsigned int supply_max_total_kb = SFRAME_SUPPLY_MAX_TOTAL >> 10;
+module_param(supply_max_total_kb, uint, 0644);
+MODULE_PARM_DESC(supply_max_total_kb,
+		 "Bytes (KiB) of supplied sections all processes may hold (at most the uapi's bound)");
+
+/* Bytes held by supplied sections, all processes. */
+static atomic64_t sframe_supplied_total = ATOMIC64_INIT(0);
+
+u64 sframe_supplied_bytes(void)
+{
+	return atomic64_read(&sframe_supplied_total);
+}
+
+static void sframe_entry_free_rcu(struct rcu_head *rcu)
+{
+	struct sframe_entry *entry = container_of(rcu, struct sframe_entry, rcu);
+
+	kvfree(entry->data);
+	kfree(entry);
+}
+
+/* Lock-free lookups may still be reading entry (and its data). */
+static void sframe_entry_free(struct sframe_entry *entry)
+{
+	call_rcu(&entry->rcu, sframe_entry_free_rcu);
+}
 
 struct sframe_mm {
 	struct mmu_notifier mn;
@@ -41,6 +77,7 @@ struct sframe_mm {
 	struct mutex lock;          /* serialises writers of sections */
 	unsigned int nr_entries;    /* under lock; sections and "none" */
 	unsigned int nr_sections;   /* under lock; sections only */
+	u64 supplied_bytes;         /* under lock */
 	/* Bumped (under lock, after the change) by every change of sections. */
 	u32 generation;
 	struct sframe_row_cache *rows;
@@ -112,13 +149,15 @@ static void sframe_mm_free_sections(struct sframe_mm *smm)
 
 	mutex_lock(&smm->lock);
 	mt_for_each(&smm->sections, entry, index, ULONG_MAX) {
-		if (!entry->range.none)
+		if (sframe_range_covers(&entry->range))
 			atomic64_dec(&sframe_counters.sections);
-		kfree_rcu(entry, rcu);
+		sframe_entry_free(entry);
 	}
 	mtree_destroy(&smm->sections);
 	smm->nr_entries = 0;
 	smm->nr_sections = 0;
+	atomic64_sub(smm->supplied_bytes, &sframe_supplied_total);
+	smm->supplied_bytes = 0;
 	mutex_unlock(&smm->lock);
 }
 
@@ -195,12 +234,15 @@ static void sframe_mm_erase(struct sframe_mm *smm, struct sframe_entry *entry)
 	mtree_erase(&smm->sections, entry->range.text_start);
 	smm->nr_entries--;
 	sframe_mm_bump_generation(smm);
-	if (!entry->range.none) {
+	if (sframe_range_covers(&entry->range)) {
 		smm->nr_sections--;
 		atomic64_dec(&sframe_counters.sections);
 	}
-	/* Lock-free lookups may still be copying it. */
-	kfree_rcu(entry, rcu);
+	if (entry->data) {
+		smm->supplied_bytes -= entry->range.sec.sec_size;
+		atomic64_sub(entry->range.sec.sec_size, &sframe_supplied_total);
+	}
+	sframe_entry_free(entry);
 }
 
 static bool sframe_mm_overlaps(struct sframe_mm *smm, unsigned long start,
@@ -316,19 +358,65 @@ static bool sframe_user_range_ok(u64 start, u64 len)
 	return len && start < TASK_SIZE_MAX && len <= TASK_SIZE_MAX - start;
 }
 
-static int sframe_check_request(struct mm_struct *mm, u64 sframe_addr,
-				u64 sframe_len, u64 text_start, u64 text_len,
-				struct sframe_range *range)
+/* Bounds every request must meet before anything is read or mapped. */
+static int sframe_check_bounds(u64 sframe_addr, u64 sframe_len,
+			       u64 text_start, u64 text_len)
 {
-	struct sframe_source src;
-	int ret;
-
 	if (sframe_len > SFRAME_MAX_SECTION_SIZE)
 		return -E2BIG;
 	if (!sframe_user_range_ok(sframe_addr, sframe_len) ||
 	    !sframe_user_range_ok(text_start, text_len))
 		return -EINVAL;
+	return 0;
+}
 
+/* Text bytes the FDEs of a validated section describe (disjoint FDEs). */
+static u64 sframe_covered_bytes(const struct sframe_section *sec)
+{
+	struct sframe_fde fde;
+	u64 covered = 0;
+	u32 i;
+
+	for (i = 0; i < sec->num_fdes; i++) {
+		if (sframe_get_fde(sec, i, &fde))
+			break;
+		covered += fde.func_size;
+	}
+	return covered;
+}
+
+/* Validate the section read through src and describe it in range. */
+static int sframe_check_section(const struct sframe_source *src,
+				u64 sframe_addr, u64 text_start, u64 text_len,
+				struct sframe_range *range)
+{
+	int ret;
+
+	ret = sframe_section_init(&range->sec, src, sframe_addr, src->size);
+	if (ret)
+		return ret;
+	ret = sframe_validate(&range->sec, text_start, text_len);
+	if (ret)
+		return ret;
+	range->covered_bytes = sframe_covered_bytes(&range->sec);
+	range->sec.src = NULL; /* the source lives on the caller's stack */
+	range->text_start = text_start;
+	range->text_end = text_start + text_len;
+	range->sframe_addr = sframe_addr;
+	return 0;
+}
+
+static int sframe_check_request(struct mm_struct *mm, u64 sframe_addr,
+				u64 sframe_len, u64 text_start, u64 text_len,
+				struct sframe_range *range)
+{
+	struct sframe_source src = {};
+	int ret;
+
+	ret = sframe_check_bounds(sframe_addr, sframe_len, text_start,
+				  text_len);
+	if (ret)
+		return ret;
 	ret = sframe_check_mapped(mm, text_start, text_len, VM_EXEC);
 	if (ret)
 		return ret;
@@ -339,17 +427,15 @@ static int sframe_check_request(struct mm_struct *mm, u64 sframe_addr,
 
 	src.base = u64_to_user_ptr(sframe_addr);
 	src.size = sframe_len;
-	ret = sframe_section_init(&range->sec, &src, sframe_addr, sframe_len);
-	if (ret)
-		return ret;
-	ret = sframe_validate(&range->sec, text_start, text_len);
-	if (ret)
-		return ret;
-	range->sec.src = NULL; /* the source lives on this stack frame */
-	range->text_start = text_start;
-	range->text_end = text_start + text_len;
-	range->sframe_addr = sframe_addr;
-	return 0;
+	return sframe_check_section(&src, sframe_addr, text_start, text_len,
+				    range);
+}
+
+/* Given by a program or a profiler, rather than found by the module. */
+static bool sframe_source_is_explicit(u8 source)
+{
+	return source == SFRAME_SOURCE_REGISTERED ||
+	       source == SFRAME_SOURCE_SUPPLIED;
 }
 
 /*
@@ -365,10 +451,10 @@ static bool sframe_mm_yield_discovered(struct sframe_mm *smm,
 	struct sframe_entry *old;
 	unsigned long index = first;
 
-	if (entry->range.discovered || entry->range.none)
+	if (!sframe_source_is_explicit(entry->range.source))
 		return false;
 	mt_for_each(&smm->sections, old, index, last) {
-		if (!old->range.discovered && !old->range.none)
+		if (sframe_source_is_explicit(old->range.source))
 			return false;
 	}
 	for (;;) {
@@ -379,6 +465,30 @@ static bool sframe_mm_yield_discovered(struct sframe_mm *smm,
 		sframe_mm_erase(smm, old);
 	}
 	return true;
+}
+
+/* Under smm->lock: count len more supplied bytes, within the bounds. */
+static int sframe_charge_supplied(struct sframe_mm *smm, u64 len)
+{
+	u64 max_process = min_t(u64, (u64)READ_ONCE(supply_max_process_kb) << 10,
+				SFRAME_SUPPLY_MAX_PER_PROCESS);
+	u64 max_total = min_t(u64, (u64)READ_ONCE(supply_max_total_kb) << 10,
+			      SFRAME_SUPPLY_MAX_TOTAL);
+
+	if (smm->supplied_bytes + len > max_process)
+		return -EDQUOT;
+	if (atomic64_add_return(len, &sframe_supplied_total) > max_total) {
+		atomic64_sub(len, &sframe_supplied_total);
+		return -EDQUOT;
+	}
+	smm->supplied_bytes += len;
+	return 0;
+}
+
+static void sframe_uncharge_supplied(struct sframe_mm *smm, u64 len)
+{
+	smm->supplied_bytes -= len;
+	atomic64_sub(len, &sframe_supplied_total);
 }
 
 static int sframe_insert(struct mm_struct *mm, struct sframe_entry *entry)
@@ -395,6 +505,11 @@ static int sframe_insert(struct mm_struct *mm, struct sframe_entry *entry)
 		ret = -ENOSPC;
 		goto out;
 	}
+	if (entry->data) {
+		ret = sframe_charge_supplied(smm, entry->range.sec.sec_size);
+		if (ret)
+			goto out;
+	}
 	/* Fails with -EEXIST if any part of the range is taken. */
 	ret = mtree_insert_range(&smm->sections, entry->range.text_start,
 				 entry->range.text_end - 1, entry,
@@ -403,12 +518,16 @@ static int sframe_insert(struct mm_struct *mm, struct sframe_entry *entry)
 		ret = mtree_insert_range(&smm->sections, entry->range.text_start,
 					 entry->range.text_end - 1, entry,
 					 GFP_KERNEL_ACCOUNT);
-	if (ret)
+	if (ret) {
+		if (entry->data)
+			sframe_uncharge_supplied(smm,
+						 entry->range.sec.sec_size);
 		goto out;
+	}
 	smm->nr_entries++;
 	sframe_mm_bump_generation(smm);
 	/* "none" entries of discovery are not sections. */
-	if (!entry->range.none) {
+	if (sframe_range_covers(&entry->range)) {
 		smm->nr_sections++;
 		atomic64_inc(&sframe_counters.sections);
 	}
@@ -419,7 +538,7 @@ out:
 
 int sframe_register_section(struct mm_struct *mm, u64 sframe_addr,
 			    u64 sframe_len, u64 text_start, u64 text_len,
-			    bool discovered)
+			    u8 source)
 {
 	struct sframe_entry *entry;
 	int ret;
@@ -433,13 +552,48 @@ int sframe_register_section(struct mm_struct *mm, u64 sframe_addr,
 				   text_len, &entry->range);
 	if (ret)
 		goto fail;
-	entry->range.discovered = discovered;
+	entry->range.source = source;
 	ret = sframe_insert(mm, entry);
 	if (ret)
 		goto fail;
 	return 0;
 fail:
 	kfree(entry);
+	return ret;
+}
+
+int sframe_supply_section(struct mm_struct *mm, void *data, u64 sframe_len,
+			  u64 sframe_addr, u64 text_start, u64 text_len)
+{
+	struct sframe_source src = { .kbase = data, .size = sframe_len };
+	struct sframe_entry *entry;
+	int ret;
+
+	ret = sframe_check_bounds(sframe_addr, sframe_len, text_start,
+				  text_len);
+	if (ret)
+		goto fail_data;
+	entry = kzalloc(sizeof(*entry), GFP_KERNEL_ACCOUNT);
+	if (!entry) {
+		ret = -ENOMEM;
+		goto fail_data;
+	}
+	ret = sframe_check_mapped(mm, text_start, text_len, VM_EXEC);
+	if (!ret)
+		ret = sframe_check_section(&src, sframe_addr, text_start,
+					   text_len, &entry->range);
+	if (ret)
+		goto fail;
+	entry->range.source = SFRAME_SOURCE_SUPPLIED;
+	entry->data = data;
+	ret = sframe_insert(mm, entry);
+	if (ret)
+		goto fail;
+	return 0;
+fail:
+	kfree(entry);
+fail_data:
+	kvfree(data);
 	return ret;
 }
 
@@ -454,7 +608,7 @@ int sframe_register_none(struct mm_struct *mm, unsigned long start,
 		return -ENOMEM;
 	entry->range.text_start = start;
 	entry->range.text_end = end;
-	entry->range.none = true;
+	entry->range.source = SFRAME_SOURCE_NONE;
 	ret = sframe_insert(mm, entry);
 	if (ret)
 		kfree(entry);
@@ -497,6 +651,66 @@ bool sframe_registry_lookup(struct sframe_mm *smm, unsigned long pc,
 	}
 	rcu_read_unlock();
 	return found;
+}
+
+int sframe_supplied_find_row(struct sframe_mm *smm, unsigned long pc,
+			     struct sframe_row *row)
+{
+	struct sframe_source src = {};
+	struct sframe_section sec;
+	struct sframe_entry *entry;
+	int ret = -ENOENT;
+
+	/* The entry, and so its data, stays while we are in here. */
+	rcu_read_lock();
+	entry = mtree_load(&smm->sections, pc);
+	if (entry && entry->data) {
+		src.kbase = entry->data;
+		src.size = entry->range.sec.sec_size;
+		sec = entry->range.sec;
+		sec.src = &src;
+		ret = sframe_find_row(&sec, pc, row);
+	}
+	rcu_read_unlock();
+	return ret;
+}
+
+int sframe_registry_list(struct mm_struct *mm, struct sframe_section_info *out,
+			 u32 max, u32 *nr)
+{
+	struct sframe_section_info *info;
+	struct sframe_entry *entry;
+	struct sframe_mm *smm;
+	unsigned long index = 0;
+	u32 n = 0;
+
+	*nr = 0;
+	smm = sframe_mm_find(mm);
+	if (!smm)
+		return 0;
+	mutex_lock(&smm->lock);
+	mt_for_each(&smm->sections, entry, index, ULONG_MAX) {
+		if (n < max) {
+			const struct sframe_range *r = &entry->range;
+
+			info = &out[n];
+			memset(info, 0, sizeof(*info));
+			info->text_start = r->text_start;
+			info->text_len = r->text_end - r->text_start;
+			info->source = r->source;
+			if (sframe_range_covers(r)) {
+				info->sframe_addr = r->sframe_addr;
+				info->sframe_len = r->sec.sec_size;
+				info->covered_bytes = r->covered_bytes;
+				info->version = r->sec.version;
+				info->nr_fdes = r->sec.num_fdes;
+			}
+		}
+		n++;
+	}
+	mutex_unlock(&smm->lock);
+	*nr = n;
+	return 0;
 }
 
 unsigned int sframe_mm_nr_sections(struct sframe_mm *smm)

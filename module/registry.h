@@ -9,8 +9,11 @@
 #include <linux/mm_types.h>
 
 #include "sframe_decode.h"
+#include "sframe_unwind.h"
 
 struct sframe_mm;
+
+struct sframe_section_info;
 
 /* A copy of one registered section, taken for one lookup. */
 struct sframe_range {
@@ -18,23 +21,39 @@ struct sframe_range {
 	unsigned long text_end;
 	u64 sframe_addr;
 	struct sframe_section sec; /* validated header; sec.src unset */
-	bool none;                 /* discovery found no .sframe here */
-	bool discovered;           /* registered by discovery, not the
-				      program: explicit registrations
-				      replace it */
+	u64 covered_bytes;         /* text bytes its FDEs describe */
+	/*
+	 * SFRAME_SOURCE_*: NONE says discovery found no .sframe for this
+	 * mapping; REGISTERED and SUPPLIED replace DISCOVERED and NONE; a
+	 * SUPPLIED section is read from the kernel's copy, through
+	 * sframe_supplied_find_row().
+	 */
+	u8 source;
 };
+
+static inline bool sframe_range_covers(const struct sframe_range *range)
+{
+	return range->source != SFRAME_SOURCE_NONE;
+}
 
 int sframe_registry_init(void);
 /* Forget every process's registry; called at module exit. */
 void sframe_registry_exit(void);
 
 /*
- * Validate and add a section for mm (the caller's).  Errors: see uapi.
- * discovered: found by discovery.c rather than given by the program.
+ * Validate and add a section in mm's memory for mm (the caller's).
+ * source: SFRAME_SOURCE_REGISTERED or _DISCOVERED.  Errors: see uapi.
  */
 int sframe_register_section(struct mm_struct *mm, u64 sframe_addr,
 			    u64 sframe_len, u64 text_start, u64 text_len,
-			    bool discovered);
+			    u8 source);
+/*
+ * Validate and add a section given by value (data: kvmalloc()ed, owned by
+ * the registry from this call on, freed on error too) for mm, which may
+ * be another process's.  Errors: see SFRAME_IOC_SUPPLY.
+ */
+int sframe_supply_section(struct mm_struct *mm, void *data, u64 sframe_len,
+			  u64 sframe_addr, u64 text_start, u64 text_len);
 int sframe_unregister_section(struct mm_struct *mm, u64 text_start);
 /* Remember that the text at [start, end) has no .sframe (discovery). */
 int sframe_register_none(struct mm_struct *mm, unsigned long start,
@@ -49,6 +68,21 @@ struct sframe_mm *sframe_mm_find(struct mm_struct *mm);
 /* Copy the section covering pc into *range; false if none covers it. */
 bool sframe_registry_lookup(struct sframe_mm *smm, unsigned long pc,
 			    struct sframe_range *range);
+/*
+ * The row for pc from the supplied section covering it (decoded under RCU
+ * from the kernel's copy, so a racing munmap cannot free it meanwhile).
+ * -ENOENT if no supplied section covers pc (any more).
+ */
+int sframe_supplied_find_row(struct sframe_mm *smm, unsigned long pc,
+			     struct sframe_row *row);
+/*
+ * Describe mm's entries, in text order: up to max into out, and the count
+ * of all in *nr.
+ */
+int sframe_registry_list(struct mm_struct *mm, struct sframe_section_info *out,
+			 u32 max, u32 *nr);
+/* Bytes held by supplied sections, all processes. */
+u64 sframe_supplied_bytes(void);
 unsigned int sframe_mm_nr_sections(struct sframe_mm *smm);
 /* The generation of smm's sections, for sframe_row_cache entries. */
 u32 sframe_mm_generation(struct sframe_mm *smm);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Reads for the SFrame decoder from the current process's memory.
+ * Reads for the SFrame decoder from the current process's memory (or from
+ * the kernel's copy of a supplied section).
  *
  * The section is never pinned: it is read at unwind time, in process
  * context where a page fault may be served (the section of a freshly
@@ -39,6 +40,10 @@ int sframe_source_read(const struct sframe_source *src, uint64_t off,
 	/* The decoder checks bounds; this is the last line of defence. */
 	if (off > src->size || len > src->size - off)
 		return -EFAULT;
+	if (src->kbase) {
+		memcpy(dst, src->kbase + off, len);
+		return 0;
+	}
 	p = (const u8 __user *)src->base + off;
 	if (!user_read_access_begin(p, len))
 		return -EFAULT;

@@ -134,11 +134,11 @@ static bool sframe_find_range(struct sframe_user_unwind *uw, unsigned long pc)
 {
 	if (uw->have_range && pc >= uw->range.text_start &&
 	    pc < uw->range.text_end)
-		return !uw->range.none;
+		return sframe_range_covers(&uw->range);
 	uw->have_range = uw->smm &&
 			 sframe_registry_lookup(uw->smm, pc, &uw->range);
 	if (uw->have_range)
-		return !uw->range.none;
+		return sframe_range_covers(&uw->range);
 	if (!sframe_discovery_enabled())
 		return false;
 	if (!uw->can_sleep) {
@@ -150,7 +150,7 @@ static bool sframe_find_range(struct sframe_user_unwind *uw, unsigned long pc)
 	sframe_unwind_set_mm(uw);
 	uw->have_range = uw->smm &&
 			 sframe_registry_lookup(uw->smm, pc, &uw->range);
-	return uw->have_range && !uw->range.none;
+	return uw->have_range && sframe_range_covers(&uw->range);
 }
 
 /*
@@ -160,17 +160,21 @@ static bool sframe_find_range(struct sframe_user_unwind *uw, unsigned long pc)
 static int sframe_lookup_row(struct sframe_user_unwind *uw, unsigned long pc,
 			     struct sframe_row *row)
 {
-	struct sframe_source src;
+	struct sframe_source src = {};
 	int ret;
 
 	if (!sframe_find_range(uw, pc))
 		return SFRAME_STEP_UNCOVERED;
 
-	src.base = u64_to_user_ptr(uw->range.sframe_addr);
-	src.size = uw->range.sec.sec_size;
-	uw->range.sec.src = &src;
-	ret = sframe_find_row(&uw->range.sec, pc, row);
-	uw->range.sec.src = NULL;
+	if (uw->range.source == SFRAME_SOURCE_SUPPLIED) {
+		ret = sframe_supplied_find_row(uw->smm, pc, row);
+	} else {
+		src.base = u64_to_user_ptr(uw->range.sframe_addr);
+		src.size = uw->range.sec.sec_size;
+		uw->range.sec.src = &src;
+		ret = sframe_find_row(&uw->range.sec, pc, row);
+		uw->range.sec.src = NULL;
+	}
 	if (ret == -ENOENT)
 		return SFRAME_STEP_UNCOVERED;
 	if (ret)

@@ -14,7 +14,9 @@
  * Reserved fields and unknown flag bits must be zero (otherwise EINVAL), so
  * they can be given a meaning later.
  *
- * All addresses are user virtual addresses of the calling process.
+ * All addresses are user virtual addresses of the calling process, except
+ * those that describe another process's text (SFRAME_IOC_SUPPLY,
+ * SFRAME_IOC_LIST_SECTIONS).
  */
 #ifndef _UAPI_SFRAME_UNWIND_H
 #define _UAPI_SFRAME_UNWIND_H
@@ -73,15 +75,22 @@ struct sframe_register {
 };
 #define SFRAME_REGISTER_SIZE_VER0 56
 
+/* sframe_unregister.flags */
+#define SFRAME_UNREGISTER_F_PID (1u << 0) /* pid names the process */
+
 /*
- * SFRAME_IOC_UNREGISTER: forget the section registered with exactly this
- * text_start.  ENOENT when there is none.
+ * SFRAME_IOC_UNREGISTER: forget the section registered (or supplied, or
+ * discovered) with exactly this text_start, in the caller's process or,
+ * with SFRAME_UNREGISTER_F_PID, in process pid (the ptrace-attach rule of
+ * SFRAME_IOC_SUPPLY applies).  ENOENT when there is none; ESRCH, EPERM as
+ * for SFRAME_IOC_SUPPLY.
  */
 struct sframe_unregister {
 	__u32 size;       /* sizeof(struct sframe_unregister) */
-	__u32 flags;      /* 0 */
+	__u32 flags;      /* SFRAME_UNREGISTER_F_* */
 	__u64 text_start; /* text_start given to SFRAME_IOC_REGISTER */
-	__u64 reserved;   /* 0 */
+	__s32 pid;        /* with SFRAME_UNREGISTER_F_PID; else 0 */
+	__u32 reserved;   /* 0 */
 };
 #define SFRAME_UNREGISTER_SIZE_VER0 24
 
@@ -156,9 +165,101 @@ struct sframe_stats {
 	__u64 samples_deferred; /* perf samples captured for sessions, ever */
 	__u64 samples_nmi;      /* ...of them, captured in NMI context */
 	__u64 sections_discovered; /* sections registered by discovery */
-	__u64 reserved[1];
+	__u64 supplied_bytes;   /* kernel memory held now by supplied
+				   sections, all processes */
 };
 #define SFRAME_STATS_SIZE_VER0 120
+
+/*
+ * ---- Sections for another process, and what a process has --------------
+ */
+
+/* Bounds of supplied sections: bytes of kernel memory held. */
+#define SFRAME_SUPPLY_MAX_PER_PROCESS (64u << 20)
+#define SFRAME_SUPPLY_MAX_TOTAL       (512u << 20)
+
+/*
+ * SFRAME_IOC_SUPPLY: give the module an SFrame section by value for the
+ * text at [text_start, text_start + text_len) of process pid (0: the
+ * caller).  This is how a profiler covers binaries that carry no .sframe:
+ * it makes a section for them and supplies it.  The caller must be allowed
+ * to ptrace-attach to the target (the rule ptrace(2) applies,
+ * PTRACE_MODE_ATTACH_REALCREDS).  The module copies the sframe_len bytes at
+ * sframe_data (the caller's memory) into kernel memory charged to the
+ * caller's memory cgroup, validates them as SFRAME_IOC_REGISTER does, and
+ * keeps them until the text is unmapped, the target execs or exits, or the
+ * section is unregistered.  PC-relative FDE addresses are read as if the
+ * section were mapped at sframe_addr in the target: for a section cut out
+ * of a file, where the file's .sframe is mapped (or would be).  A supplied
+ * section replaces discovered ones it overlaps.
+ *
+ * Errors: as SFRAME_IOC_REGISTER (EFAULT and EACCES about the target's
+ * text, EFAULT also for unreadable sframe_data), and:
+ *   ESRCH   no process pid (or it has no address space: exiting, kernel)
+ *   EPERM   the caller may not ptrace-attach to pid
+ *   EDQUOT  the target's supplied sections would exceed
+ *           SFRAME_SUPPLY_MAX_PER_PROCESS bytes, or all processes' would
+ *           exceed SFRAME_SUPPLY_MAX_TOTAL (each lowered by the module
+ *           parameters supply_max_process_kb, supply_max_total_kb)
+ */
+struct sframe_supply {
+	__u32 size;        /* sizeof(struct sframe_supply) */
+	__u32 flags;       /* 0 */
+	__s32 pid;         /* target process in the caller's pid namespace;
+			      0: the caller */
+	__u32 reserved0;   /* 0 */
+	__u64 sframe_data; /* the section's bytes, in the caller's memory */
+	__u64 sframe_len;  /* their length */
+	__u64 sframe_addr; /* where the section counts as mapped in the
+			      target, for PC-relative FDE addresses */
+	__u64 text_start;  /* the target's text it describes */
+	__u64 text_len;
+	__u64 reserved[2]; /* 0 */
+};
+#define SFRAME_SUPPLY_SIZE_VER0 72
+
+/* Where a process's entry came from, in sframe_section_info.source. */
+#define SFRAME_SOURCE_REGISTERED 1 /* SFRAME_IOC_REGISTER by the process */
+#define SFRAME_SOURCE_DISCOVERED 2 /* found by the module in a mapped file */
+#define SFRAME_SOURCE_SUPPLIED   3 /* SFRAME_IOC_SUPPLY, held by the module */
+#define SFRAME_SOURCE_NONE       4 /* an executable mapping discovery found
+				      to have no .sframe: nothing covers it */
+
+struct sframe_section_info {
+	__u64 text_start;    /* the text described */
+	__u64 text_len;
+	__u64 sframe_addr;   /* the section in the process's memory (for
+				SUPPLIED: where it counts as mapped); 0 for
+				NONE */
+	__u64 sframe_len;
+	__u64 covered_bytes; /* text bytes that FDEs describe */
+	__u32 source;        /* SFRAME_SOURCE_* */
+	__u32 version;       /* SFrame version; 0 for NONE */
+	__u32 nr_fdes;
+	__u32 reserved;
+};
+
+/*
+ * SFRAME_IOC_LIST_SECTIONS: what process pid (0: the caller) has, ordered
+ * by text_start.  Up to max_entries are written to entries; nr_entries
+ * says how many there are (call again with a larger buffer if more).  The
+ * caller must be allowed to ptrace-read the target
+ * (PTRACE_MODE_READ_REALCREDS), like reading /proc/PID/maps.
+ *
+ * Errors: EINVAL (size, flags, reserved, max_entries above
+ * SFRAME_MAX_SECTIONS_PER_MM), E2BIG, ESRCH, EPERM, EFAULT, ENOMEM.
+ */
+struct sframe_list_sections {
+	__u32 size;        /* sizeof(struct sframe_list_sections) */
+	__u32 flags;       /* 0 */
+	__s32 pid;         /* 0: the caller */
+	__u32 max_entries; /* capacity of entries; 0 only counts */
+	__u64 entries;     /* address of sframe_section_info[max_entries] */
+	__u32 nr_entries;  /* out: entries the process has */
+	__u32 reserved0;   /* 0 */
+	__u64 reserved[2]; /* 0 */
+};
+#define SFRAME_LIST_SECTIONS_SIZE_VER0 48
 
 #define SFRAME_IOC_MAGIC 0xF5
 #define SFRAME_IOC_REGISTER    _IOW(SFRAME_IOC_MAGIC, 1, struct sframe_register)
@@ -308,5 +409,7 @@ struct sframe_session_stats {
 
 #define SFRAME_IOC_SESSION_START _IOWR(SFRAME_IOC_MAGIC, 5, struct sframe_session_start)
 #define SFRAME_IOC_SESSION_STATS _IOWR(SFRAME_IOC_MAGIC, 6, struct sframe_session_stats)
+#define SFRAME_IOC_SUPPLY        _IOW(SFRAME_IOC_MAGIC, 7, struct sframe_supply)
+#define SFRAME_IOC_LIST_SECTIONS _IOWR(SFRAME_IOC_MAGIC, 8, struct sframe_list_sections)
 
 #endif /* _UAPI_SFRAME_UNWIND_H */

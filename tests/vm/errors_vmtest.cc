@@ -452,9 +452,12 @@ TEST_F(ErrorsTest, UnregisterStruct) {
   sframe_unregister req{};
   req.size = sizeof(req);
   req.text_start = self_.text_start;
-  req.flags = 1;
+  req.flags = 2;  // unknown
   EXPECT_EQ(Ioctl(SFRAME_IOC_UNREGISTER, &req), EINVAL);
   req.flags = 0;
+  req.pid = 1;  // a pid without SFRAME_UNREGISTER_F_PID
+  EXPECT_EQ(Ioctl(SFRAME_IOC_UNREGISTER, &req), EINVAL);
+  req.pid = 0;
   req.reserved = 1;
   EXPECT_EQ(Ioctl(SFRAME_IOC_UNREGISTER, &req), EINVAL);
   req.reserved = 0;

@@ -32,11 +32,17 @@ int do_ioctl(int fd, unsigned long request, void* arg) {
   return ret < 0 ? errno : 0;
 }
 
-int unregister_fd(int fd, uint64_t text_start) {
+int unregister_fd(int fd, uint64_t text_start, pid_t pid = 0, uint32_t flags = 0) {
   sframe_unregister req{};
   req.size = sizeof(req);
+  req.flags = flags;
   req.text_start = text_start;
+  req.pid = pid;
   return do_ioctl(fd, SFRAME_IOC_UNREGISTER, &req);
+}
+
+std::string process_name(pid_t pid) {
+  return pid ? "process " + std::to_string(pid) : std::string("this process");
 }
 
 }  // namespace
@@ -57,6 +63,20 @@ std::string to_string(StopReason reason) {
       return "BAD_FRAME";
   }
   return "STOP(" + std::to_string(static_cast<uint32_t>(reason)) + ")";
+}
+
+std::string to_string(Source source) {
+  switch (source) {
+    case Source::kRegistered:
+      return "registered";
+    case Source::kDiscovered:
+      return "discovered";
+    case Source::kSupplied:
+      return "supplied";
+    case Source::kNone:
+      return "none";
+  }
+  return "source(" + std::to_string(static_cast<uint32_t>(source)) + ")";
 }
 
 Device::Device() : Device(SFRAME_UNWIND_DEVICE) {}
@@ -98,6 +118,67 @@ void Device::unregister_section(uint64_t text_start, const std::string& object) 
   }
 }
 
+void Device::supply_section(pid_t pid, const void* data, uint64_t len, uint64_t sframe_addr,
+                            uint64_t text_start, uint64_t text_len,
+                            const std::string& object) const {
+  sframe_supply req{};
+  req.size = sizeof(req);
+  req.pid = pid;
+  req.sframe_data = reinterpret_cast<uintptr_t>(data);
+  req.sframe_len = len;
+  req.sframe_addr = sframe_addr;
+  req.text_start = text_start;
+  req.text_len = text_len;
+  if (int err = do_ioctl(fd(), SFRAME_IOC_SUPPLY, &req)) {
+    throw Error(err, op::kSupply,
+                (object.empty() ? range_name("text", text_start, text_len) : object) + " of " +
+                    process_name(pid));
+  }
+}
+
+void Device::unregister_section_of(pid_t pid, uint64_t text_start,
+                                   const std::string& object) const {
+  if (int err = unregister_fd(fd(), text_start, pid, SFRAME_UNREGISTER_F_PID)) {
+    throw Error(err, op::kUnregister,
+                (object.empty() ? address_name("text start", text_start) : object) + " of " +
+                    process_name(pid));
+  }
+}
+
+std::vector<SectionInfo> Device::list_sections(pid_t pid) const {
+  std::vector<sframe_section_info> raw;
+  sframe_list_sections req{};
+  // The registry may grow between the count and the copy: ask again.
+  for (;;) {
+    req = {};
+    req.size = sizeof(req);
+    req.pid = pid;
+    req.max_entries = static_cast<uint32_t>(raw.size());
+    req.entries = reinterpret_cast<uintptr_t>(raw.data());
+    if (int err = do_ioctl(fd(), SFRAME_IOC_LIST_SECTIONS, &req)) {
+      throw Error(err, op::kListSections, process_name(pid));
+    }
+    if (req.nr_entries <= raw.size()) break;
+    raw.resize(req.nr_entries + 8);
+  }
+  std::vector<SectionInfo> out;
+  out.reserve(req.nr_entries);
+  for (uint32_t i = 0; i < req.nr_entries; i++) {
+    const sframe_section_info& r = raw[i];
+    SectionInfo info;
+    info.text_start = r.text_start;
+    info.text_len = r.text_len;
+    info.sframe_addr = r.sframe_addr;
+    info.sframe_len = r.sframe_len;
+    info.covered_bytes = r.covered_bytes;
+    info.source = static_cast<Source>(r.source);
+    info.version = r.version;
+    info.nr_fdes = r.nr_fdes;
+    out.push_back(info);
+  }
+  return out;
+}
+
 Stats Device::stats() const {
   sframe_stats st{};
   st.size = sizeof(st);
@@ -119,6 +200,7 @@ Stats Device::stats() const {
   s.samples_deferred = st.samples_deferred;
   s.samples_nmi = st.samples_nmi;
   s.sections_discovered = st.sections_discovered;
+  s.supplied_bytes = st.supplied_bytes;
   return s;
 }
 

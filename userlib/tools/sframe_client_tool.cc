@@ -7,9 +7,17 @@
 //   sframe-client sections FILE   the .sframe section of an ELF file: size,
 //                                 version, flags, FDE and FRE counts
 //                                 (with --fdes, one line per FDE)
+//   sframe-client list [PID]      what the module has for a process: each
+//                                 entry's text, source (registered,
+//                                 discovered, supplied, none), coverage
+//   sframe-client supply PID FILE...
+//                                 hand the .sframe of each FILE (as mapped
+//                                 in PID) to the module for PID
 #include <cinttypes>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 
 #include "sframe_client/sframe_client.h"
@@ -27,6 +35,8 @@ int usage(FILE* out) {
                "usage: sframe-client stats [DEVICE]\n"
                "       sframe-client record [-F HZ] [-d SECONDS] [-q] [-u] "
                "(-p PID | -a | -- COMMAND [ARGS...])\n"
+               "       sframe-client list [PID]\n"
+               "       sframe-client supply PID FILE...\n"
 #ifdef SFRAME_CLIENT_HAVE_DECODER
                "       sframe-client sections [--fdes] FILE\n"
 #endif
@@ -50,6 +60,67 @@ int cmd_stats(int argc, char** argv) {
   std::printf("mm_sections            %" PRIu64 "\n", s.mm_sections);
   std::printf("samples_deferred       %" PRIu64 "\n", s.samples_deferred);
   std::printf("samples_nmi            %" PRIu64 "\n", s.samples_nmi);
+  std::printf("sections_discovered    %" PRIu64 "\n", s.sections_discovered);
+  std::printf("supplied_bytes         %" PRIu64 "\n", s.supplied_bytes);
+  return 0;
+}
+
+// A pid argument: digits only.
+bool parse_pid(const char* arg, pid_t* pid) {
+  char* end = nullptr;
+  long v = std::strtol(arg, &end, 10);
+  if (end == arg || *end != '\0' || v <= 0 || v > INT32_MAX) return false;
+  *pid = static_cast<pid_t>(v);
+  return true;
+}
+
+// The file mapped at addr in process pid, from its maps ("" if none).
+std::string mapped_file(pid_t pid, uint64_t addr) {
+  std::ifstream in("/proc/" + (pid ? std::to_string(pid) : std::string("self")) + "/maps");
+  std::string line;
+  while (std::getline(in, line)) {
+    uint64_t start = 0, end = 0;
+    int name_at = 0;
+    if (std::sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %*s %*s %*s %*s %n", &start, &end,
+                    &name_at) < 2)
+      continue;
+    if (addr >= start && addr < end) return name_at ? line.substr(name_at) : std::string();
+  }
+  return {};
+}
+
+int cmd_list(int argc, char** argv) {
+  pid_t pid = 0;
+  if (argc > 1 || (argc == 1 && !parse_pid(argv[0], &pid))) return usage(stderr);
+  sframe::Device dev;
+  std::vector<sframe::SectionInfo> entries = dev.list_sections(pid);
+  uint64_t text = 0, covered = 0;
+  std::printf("%-33s %10s %-10s %3s %6s %10s  %s\n", "TEXT", "BYTES", "SOURCE", "VER", "FDES",
+              "COVERED", "OBJECT");
+  for (const auto& e : entries) {
+    char range[40];
+    std::snprintf(range, sizeof(range), "%" PRIx64 "-%" PRIx64, e.text_start,
+                  e.text_start + e.text_len);
+    std::printf("%-33s %10" PRIu64 " %-10s %3" PRIu32 " %6" PRIu32 " %10" PRIu64 "  %s\n", range,
+                e.text_len, sframe::to_string(e.source).c_str(), e.version, e.nr_fdes,
+                e.covered_bytes, mapped_file(pid, e.text_start).c_str());
+    text += e.text_len;
+    covered += e.covered_bytes;
+  }
+  std::printf("%zu entries, %" PRIu64 " text bytes, %" PRIu64 " covered by FDEs\n", entries.size(),
+              text, covered);
+  return 0;
+}
+
+int cmd_supply(int argc, char** argv) {
+  pid_t pid = 0;
+  if (argc < 2 || !parse_pid(argv[0], &pid)) return usage(stderr);
+  sframe::Device dev;
+  for (int i = 1; i < argc; i++) {
+    sframe::SuppliedSection s = sframe::supply_file_sframe(dev, pid, argv[i]);
+    std::printf("%s: %" PRIu64 " bytes of .sframe for text %" PRIx64 "-%" PRIx64 "\n",
+                s.path.c_str(), s.sframe_len, s.text_start, s.text_start + s.text_len);
+  }
   return 0;
 }
 
@@ -112,6 +183,8 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "stats") return cmd_stats(argc - 2, argv + 2);
     if (cmd == "record") return cmd_record(argc - 2, argv + 2);
+    if (cmd == "list") return cmd_list(argc - 2, argv + 2);
+    if (cmd == "supply") return cmd_supply(argc - 2, argv + 2);
 #ifdef SFRAME_CLIENT_HAVE_DECODER
     if (cmd == "sections") return cmd_sections(argc - 2, argv + 2);
 #endif

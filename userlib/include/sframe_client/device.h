@@ -2,6 +2,8 @@
 #ifndef SFRAME_CLIENT_DEVICE_H
 #define SFRAME_CLIENT_DEVICE_H
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -37,9 +39,33 @@ struct Stats {
   uint64_t unwind_faults = 0;
   uint64_t unwind_bad_frames = 0;
   uint64_t mm_sections = 0;
-  uint64_t samples_deferred = 0;  // perf samples captured for sessions
-  uint64_t samples_nmi = 0;       // ...of them in NMI context
+  uint64_t samples_deferred = 0;     // perf samples captured for sessions
+  uint64_t samples_nmi = 0;          // ...of them in NMI context
   uint64_t sections_discovered = 0;  // registered by the module's discovery
+  uint64_t supplied_bytes = 0;       // kernel memory held by supplied sections
+};
+
+// Where an entry of a process's registry came from (SFRAME_SOURCE_*).
+enum class Source : uint32_t {
+  kRegistered = SFRAME_SOURCE_REGISTERED,  // the process registered it
+  kDiscovered = SFRAME_SOURCE_DISCOVERED,  // the module found it in a mapped file
+  kSupplied = SFRAME_SOURCE_SUPPLIED,      // given by value (SFRAME_IOC_SUPPLY)
+  kNone = SFRAME_SOURCE_NONE,              // a mapping discovery found without .sframe
+};
+
+// "registered", "discovered", "supplied", "none"; "source(<n>)" otherwise.
+std::string to_string(Source source);
+
+// One entry of SFRAME_IOC_LIST_SECTIONS.
+struct SectionInfo {
+  uint64_t text_start = 0;
+  uint64_t text_len = 0;
+  uint64_t sframe_addr = 0;  // 0 for Source::kNone
+  uint64_t sframe_len = 0;
+  uint64_t covered_bytes = 0;  // text bytes its FDEs describe
+  Source source = Source::kNone;
+  uint32_t version = 0;
+  uint32_t nr_fdes = 0;
 };
 
 // SFRAME_IOC_UNWIND_SELF.  frames[0] is the PC right after the system call
@@ -85,6 +111,20 @@ class Device {
   // SFRAME_IOC_UNREGISTER.  Throws sframe::Error(op::kUnregister), ENOENT
   // when no section has this text_start.
   void unregister_section(uint64_t text_start, const std::string& object = {}) const;
+
+  // SFRAME_IOC_SUPPLY: a copy of the section bytes [data, data + len) for
+  // the text [text_start, text_start + text_len) of process pid (0: this
+  // one), where the section counts as mapped at sframe_addr.  Needs the
+  // right to ptrace-attach to pid.  Throws sframe::Error(op::kSupply).
+  void supply_section(pid_t pid, const void* data, uint64_t len, uint64_t sframe_addr,
+                      uint64_t text_start, uint64_t text_len, const std::string& object = {}) const;
+  // SFRAME_IOC_UNREGISTER with SFRAME_UNREGISTER_F_PID: forget the entry
+  // of process pid starting at text_start.  Throws
+  // sframe::Error(op::kUnregister).
+  void unregister_section_of(pid_t pid, uint64_t text_start, const std::string& object = {}) const;
+  // SFRAME_IOC_LIST_SECTIONS: process pid's entries (0: this process), in
+  // text order.  Throws sframe::Error(op::kListSections).
+  std::vector<SectionInfo> list_sections(pid_t pid = 0) const;
 
   // SFRAME_IOC_GET_STATS.  Throws sframe::Error(op::kGetStats).
   Stats stats() const;

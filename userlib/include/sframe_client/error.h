@@ -22,6 +22,8 @@ namespace op {
 inline constexpr const char kOpen[] = "open";
 inline constexpr const char kRegister[] = "register";
 inline constexpr const char kUnregister[] = "unregister";
+inline constexpr const char kSupply[] = "supply";
+inline constexpr const char kListSections[] = "list sections";
 inline constexpr const char kUnwindSelf[] = "unwind_self";
 inline constexpr const char kGetStats[] = "stats";
 inline constexpr const char kMmap[] = "mmap";

@@ -9,6 +9,7 @@
 #include "sframe_client/perf_event.h"
 #include "sframe_client/session.h"
 #include "sframe_client/sframe_format.h"
+#include "sframe_client/supply.h"
 #include "sframe_client/symbolizer.h"
 
 #endif  // SFRAME_CLIENT_SFRAME_CLIENT_H

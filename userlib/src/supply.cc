@@ -1,0 +1,121 @@
+#include "sframe_client/supply.h"
+
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "sframe_client/error.h"
+#include "sframe_client/fd.h"
+#include "sframe_client/objects.h"
+
+namespace sframe {
+namespace {
+
+// The executable text (hull of the PF_X PT_LOADs) and the address of file
+// offset 0, in the file's own virtual addresses.
+struct ElfLayout {
+  uint64_t text_lo = UINT64_MAX;
+  uint64_t text_hi = 0;
+  uint64_t image_vaddr = 0;
+};
+
+ElfLayout read_layout(const std::string& path) {
+  if (elf_version(EV_CURRENT) == EV_NONE) {
+    throw Error(ENOSYS, op::kReadElf, path, "libelf version mismatch");
+  }
+  UniqueFd fd;
+  try {
+    fd = UniqueFd::open(path, O_RDONLY);
+  } catch (const Error& e) {
+    throw Error(e.err(), op::kReadElf, path);
+  }
+  std::unique_ptr<Elf, decltype(&elf_end)> elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr),
+                                               &elf_end);
+  size_t phnum = 0;
+  if (!elf || elf_kind(elf.get()) != ELF_K_ELF || elf_getphdrnum(elf.get(), &phnum) != 0) {
+    throw Error(ENOEXEC, op::kReadElf, path, "not an ELF file with program headers");
+  }
+  ElfLayout l;
+  bool have_load = false;
+  uint64_t lowest_load = UINT64_MAX;
+  for (size_t i = 0; i < phnum; i++) {
+    GElf_Phdr ph;
+    if (gelf_getphdr(elf.get(), static_cast<int>(i), &ph) == nullptr || ph.p_type != PT_LOAD)
+      continue;
+    if (ph.p_vaddr < lowest_load) {
+      lowest_load = ph.p_vaddr;
+      l.image_vaddr = ph.p_vaddr - ph.p_offset;
+      have_load = true;
+    }
+    if ((ph.p_flags & PF_X) && ph.p_memsz != 0) {
+      l.text_lo = std::min<uint64_t>(l.text_lo, ph.p_vaddr);
+      l.text_hi = std::max<uint64_t>(l.text_hi, ph.p_vaddr + ph.p_memsz);
+    }
+  }
+  if (!have_load || l.text_hi <= l.text_lo) {
+    throw Error(ENOEXEC, op::kReadElf, path, "no executable PT_LOAD segment");
+  }
+  return l;
+}
+
+std::string canonical(const std::string& path) {
+  char buf[PATH_MAX];
+  return ::realpath(path.c_str(), buf) ? std::string(buf) : path;
+}
+
+}  // namespace
+
+uint64_t load_bias_in_process(pid_t pid, const std::string& path, uint64_t image_vaddr) {
+  const std::string maps = "/proc/" + (pid ? std::to_string(pid) : std::string("self")) + "/maps";
+  errno = 0;
+  std::ifstream in(maps);
+  if (!in) {
+    const int err = errno ? errno : ENOENT;
+    throw Error(err, op::kFindObject, maps,
+                err == EACCES ? "not allowed to read the process's maps (ptrace-read rule)"
+                              : std::string());
+  }
+  const std::string want = canonical(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    // start-end perms offset dev inode path
+    uint64_t start = 0, end = 0, offset = 0;
+    int name_at = 0;
+    if (std::sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %*s %" SCNx64 " %*s %*s %n", &start,
+                    &end, &offset, &name_at) < 3 ||
+        name_at == 0)
+      continue;
+    if (offset == 0 && line.compare(name_at, std::string::npos, want) == 0) {
+      return start - image_vaddr;
+    }
+  }
+  throw Error(ENOENT, op::kFindObject, want, "not mapped in " + maps);
+}
+
+SuppliedSection supply_file_sframe(const Device& dev, pid_t pid, const std::string& path) {
+  const ElfLayout layout = read_layout(path);
+  const FileSframe f = read_sframe_from_file(path);
+  const uint64_t bias = load_bias_in_process(pid, path, layout.image_vaddr);
+  SuppliedSection s;
+  s.path = path;
+  s.text_start = bias + layout.text_lo;
+  s.text_len = layout.text_hi - layout.text_lo;
+  s.sframe_addr = bias + f.address;
+  s.sframe_len = f.bytes.size();
+  dev.supply_section(pid, f.bytes.data(), f.bytes.size(), s.sframe_addr, s.text_start, s.text_len,
+                     path);
+  return s;
+}
+
+}  // namespace sframe
