@@ -27,3 +27,10 @@ if(TARGET session_workload)
   set_target_properties(profile_vmbench PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
   add_dependencies(profile_vmbench session_workload session_workload_fpbuild)
 endif()
+
+# discovery_vmbench: first-unwind latency and steady state of a process
+# covered by discovery, against one that registers its objects.
+add_executable(discovery_vmbench discovery_vmbench.cc $<TARGET_OBJECTS:bench_chain_sframe>)
+target_compile_options(discovery_vmbench PRIVATE -O2 -Wall -Wextra -Wa,--gsframe -fomit-frame-pointer)
+target_link_libraries(discovery_vmbench PRIVATE sframe-client)
+set_target_properties(discovery_vmbench PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
