@@ -27,34 +27,10 @@ std::string address_name(const void* addr) {
 }
 
 LoadedObject describe(const dl_phdr_info* info) {
-  LoadedObject obj;
-  obj.base = info->dlpi_addr;
+  LoadedObject obj = describe_object(info->dlpi_addr, info->dlpi_phdr, info->dlpi_phnum);
   // The main program is reported with an empty name.
   obj.path = (info->dlpi_name != nullptr && info->dlpi_name[0] != '\0') ? info->dlpi_name
                                                                         : self_exe_path();
-  uint64_t text_lo = UINT64_MAX, text_hi = 0;
-  uint64_t sframe_memsz = 0;
-  for (int i = 0; i < info->dlpi_phnum; i++) {
-    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
-    if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X) && ph.p_memsz != 0) {
-      text_lo = std::min<uint64_t>(text_lo, info->dlpi_addr + ph.p_vaddr);
-      text_hi = std::max<uint64_t>(text_hi, info->dlpi_addr + ph.p_vaddr + ph.p_memsz);
-    } else if (ph.p_type == kPtGnuSframe && ph.p_memsz != 0) {
-      obj.sframe_addr = info->dlpi_addr + ph.p_vaddr;
-      sframe_memsz = ph.p_memsz;
-    }
-  }
-  if (text_hi > text_lo) {
-    obj.text_start = text_lo;
-    obj.text_len = text_hi - text_lo;
-  }
-  if (sframe_memsz != 0) {
-    // The segment may be longer than the section (binutils 2.40 rounds it
-    // up); the section's own length is what the header says it uses.
-    obj.sframe_len = sframe_memsz;
-    auto h = parse_header(reinterpret_cast<const void*>(obj.sframe_addr), sframe_memsz);
-    if (h && h->used_size() <= sframe_memsz) obj.sframe_len = h->used_size();
-  }
   return obj;
 }
 

@@ -3,6 +3,9 @@
 #ifndef SFRAME_CLIENT_OBJECTS_H
 #define SFRAME_CLIENT_OBJECTS_H
 
+#include <link.h>
+
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -36,6 +39,14 @@ struct LoadedObject {
 
 // Every object loaded now (the main program, shared libraries, the vDSO).
 std::vector<LoadedObject> loaded_objects();
+
+// The ranges of the object with load bias base and program headers
+// phdr[0, phnum), as loaded_objects() reports them (path left empty): for
+// callers that have the program headers of an object from elsewhere than
+// dl_iterate_phdr() (libsframe-audit.so: from the loader's link_map).  The
+// object must be mapped: the .sframe header is read for the section's length.
+// Allocates nothing, throws nothing.
+LoadedObject describe_object(uint64_t base, const ElfW(Phdr) * phdr, size_t phnum) noexcept;
 
 // The loaded object with a PT_LOAD segment holding addr, if any.
 std::optional<LoadedObject> loaded_object_containing(const void* addr);
