@@ -10,14 +10,17 @@
 #include <gelf.h>
 #include <libelf.h>
 #include <pthread.h>
+#include <sys/mman.h>
 
 #include <fcntl.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "libs/chain_lib.h"
@@ -297,12 +300,114 @@ TEST(ChainTest, DlopenedLibrary) {
   for (const char* label : {"before", "after"}) {
     SCOPED_TRACE(label);
     if (vmtest::DiscoveryEnabled()) {
-      EXPECT_TRUE(ChainIs(r.chains[label],
-                          Cat(Cat(inner, {"dl_chain_a", "exe_calls_dl"}), ChildTail("dlopen_chain")),
-                          r.main_return));
+      EXPECT_TRUE(
+          ChainIs(r.chains[label],
+                  Cat(Cat(inner, {"dl_chain_a", "exe_calls_dl"}), ChildTail("dlopen_chain")),
+                  r.main_return));
     } else {
       EXPECT_TRUE(ChainIs(r.chains[label], inner));
     }
+  }
+}
+
+// ---- through JIT code: text with no file behind it ----------------------------
+
+// jit(cb, arg): calls cb(arg) with the stack realigned, as generated code
+// would.  Offsets: 0 sub $8,%rsp; 4 mov %rdi,%rax; 7 mov %rsi,%rdi;
+// 10 call *%rax; 12 add $8,%rsp; 16 ret.
+constexpr uint8_t kJitCode[] = {0x48, 0x83, 0xec, 0x08, 0x48, 0x89, 0xf8, 0x48, 0x89,
+                                0xf7, 0xff, 0xd0, 0x48, 0x83, 0xc4, 0x08, 0xc3};
+using jit_fn = void (*)(void (*cb)(void*), void* arg);
+
+static void jit_callback(void* arg) {
+  DoUnwind(static_cast<UnwindReq*>(arg));
+  VMTEST_BARRIER();
+}
+
+VMTEST_NOIPA static int exe_calls_jit(jit_fn fn, UnwindReq* r) {
+  fn(&jit_callback, r);
+  VMTEST_BARRIER();
+  return 1;
+}
+
+// Generated code and its section: written, then made executable and
+// read-only (W^X), as a JIT does.  Outside the chain: binutils 2.40 writes
+// no FDE for functions whose CFI needs .cfi_escape, which all this C++ may.
+struct JitCode {
+  sframe::MappedRegion code, section;
+  size_t section_len = 0;
+};
+
+VMTEST_NOIPA static JitCode MakeJit() {
+  JitCode j;
+  j.code = sframe::MappedRegion::map(4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+  std::memcpy(j.code.data(), kJitCode, sizeof(kJitCode));
+  if (mprotect(j.code.data(), 4096, PROT_READ | PROT_EXEC) != 0) {
+    throw sframe::Error(errno, "mprotect", "JIT code");
+  }
+  sframe::FdeSpec fde;
+  fde.func_start = j.code.address();
+  fde.func_size = sizeof(kJitCode);
+  for (auto [off, cfa] : {std::pair<uint32_t, int32_t>{0, 8}, {4, 16}, {16, 8}}) {
+    sframe::FreSpec fre;
+    fre.start_off = off;
+    fre.cfa_offset = cfa;
+    fde.fres.push_back(fre);
+  }
+  sframe::SectionBuilder b(2);
+  b.add_fde(fde);
+  j.section = sframe::MappedRegion::map(4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+  b.build_into(j.section.data(), j.section.address());
+  j.section_len = b.size();
+  return j;
+}
+
+VMTEST_NOIPA static sframe::Registration RegisterJit(const sframe::Device& dev, const JitCode& j) {
+  return dev.register_scoped(j.section.address(), j.section_len, j.code.address(), 4096);
+}
+
+VMTEST_CHILD(jit_chain) {
+  (void)arg;
+  sframe::Device dev(vmtest::DevicePath());
+  sframe::Registration exe =
+      sframe::register_object_containing(dev, reinterpret_cast<void*>(&exe_calls_jit));
+  JitCode j = MakeJit();
+  vmtest::EmitValue("jit_start", j.code.address());
+  vmtest::EmitValue("jit_len", sizeof(kJitCode));
+  auto fn = reinterpret_cast<jit_fn>(j.code.data());
+  UnwindReq req{&dev, SFRAME_UNWIND_F_SFRAME, 512, {}};
+  exe_calls_jit(fn, &req);
+  vmtest::EmitUnwind("unregistered", req.result);
+  {
+    sframe::Registration jit = RegisterJit(dev, j);
+    exe_calls_jit(fn, &req);
+    vmtest::EmitUnwind("registered", req.result);
+  }
+  exe_calls_jit(fn, &req);
+  vmtest::EmitUnwind("after", req.result);
+  return 0;
+}
+
+// Generated code is covered by what its generator registers, and by nothing
+// else: discovery has no file to read there.
+TEST(ChainTest, JitCodeIsCoveredByItsRegistration) {
+  ChildResult r = RunChild("jit_chain");
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  const uint64_t start = r.values["jit_start"], len = r.values["jit_len"];
+  const std::vector<std::string> inner = {kUnwindSelf, "DoUnwind", "jit_callback", "?"};
+  for (const char* label : {"unregistered", "registered", "after"}) {
+    SCOPED_TRACE(label);
+    const Chain& c = r.chains[label];
+    ASSERT_GE(c.frames.size(), 4u) << c.Describe();
+    EXPECT_GE(c.frames[3].pc, start) << "the JIT frame";
+    EXPECT_LT(c.frames[3].pc, start + len);
+  }
+  EXPECT_TRUE(ChainIs(r.chains["registered"],
+                      Cat(Cat(inner, {"exe_calls_jit"}), ChildTail("jit_chain")), r.main_return));
+  for (const char* label : {"unregistered", "after"}) {
+    SCOPED_TRACE(label);
+    EXPECT_TRUE(ChainIs(r.chains[label], inner));
+    EXPECT_EQ(r.chains[label].stop, StopReason::kNoCoverage);
   }
 }
 
