@@ -298,6 +298,9 @@ static long sframe_ioctl_get_stats(void __user *uarg)
 	st.sections_discovered =
 		atomic64_read(&sframe_counters.sections_discovered);
 	st.supplied_bytes = sframe_supplied_bytes();
+	st.forks_inherited = atomic64_read(&sframe_counters.forks_inherited);
+	st.forks_not_inherited =
+		atomic64_read(&sframe_counters.forks_not_inherited);
 	smm = current->mm ? sframe_mm_find(current->mm) : NULL;
 	st.mm_sections = smm ? sframe_mm_nr_sections(smm) : 0;
 	if (copy_to_user(uarg, &st, min_t(size_t, usize, sizeof(st))))

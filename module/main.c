@@ -6,12 +6,15 @@
  * (registry.c), the unwinder (unwind.c, sframe_decode.c, row_cache.c), the
  * perf sample hook (perf_hook.c), deferred unwinding and stitching
  * (deferred.c), the readers (session.c), the character device that
- * exposes them (device.c) and the kernel symbols found at load (ksyms.c).
+ * exposes them (device.c), discovery of sections in mapped files
+ * (discovery.c), their inheritance across fork (inherit.c) and the kernel
+ * symbols found at load (ksyms.c).
  */
 #include <linux/module.h>
 
 #include "deferred.h"
 #include "device.h"
+#include "inherit.h"
 #include "ksyms.h"
 #include "nmi_test.h"
 #include "perf_hook.h"
@@ -40,12 +43,17 @@ static int __init sframe_unwind_init(void)
 	ret = sframe_nmi_test_init();
 	if (ret)
 		goto fail_nmi;
+	ret = sframe_inherit_init();
+	if (ret)
+		goto fail_inherit;
 	ret = sframe_device_init();
 	if (ret)
 		goto fail_device;
 	return 0;
 
 fail_device:
+	sframe_inherit_exit();
+fail_inherit:
 	sframe_perf_hook_exit();
 	sframe_nmi_test_exit();
 fail_nmi:
@@ -65,6 +73,7 @@ static void __exit sframe_unwind_exit(void)
 	 * unwinds queued on tasks, which deferred_exit cancels or waits for.
 	 */
 	sframe_device_exit();
+	sframe_inherit_exit();
 	sframe_nmi_test_exit();
 	sframe_perf_hook_exit();
 	sframe_sessions_exit();

@@ -77,6 +77,7 @@ struct sframe_mm {
 	struct mutex lock;          /* serialises writers of sections */
 	unsigned int nr_entries;    /* under lock; sections and "none" */
 	unsigned int nr_sections;   /* under lock; sections only */
+	unsigned int nr_explicit;   /* under lock; registered or supplied */
 	u64 supplied_bytes;         /* under lock */
 	/* Bumped (under lock, after the change) by every change of sections. */
 	u32 generation;
@@ -156,6 +157,7 @@ static void sframe_mm_free_sections(struct sframe_mm *smm)
 	mtree_destroy(&smm->sections);
 	smm->nr_entries = 0;
 	smm->nr_sections = 0;
+	WRITE_ONCE(smm->nr_explicit, 0);
 	atomic64_sub(smm->supplied_bytes, &sframe_supplied_total);
 	smm->supplied_bytes = 0;
 	mutex_unlock(&smm->lock);
@@ -228,6 +230,13 @@ static void sframe_mm_free(struct mmu_notifier *mn)
 		wake_up_var(&sframe_mm_live);
 }
 
+/* Given by a program or a profiler, rather than found by the module. */
+static bool sframe_source_is_explicit(u8 source)
+{
+	return source == SFRAME_SOURCE_REGISTERED ||
+	       source == SFRAME_SOURCE_SUPPLIED;
+}
+
 /* Under smm->lock: forget entry (its text is gone or it is unregistered). */
 static void sframe_mm_erase(struct sframe_mm *smm, struct sframe_entry *entry)
 {
@@ -238,6 +247,8 @@ static void sframe_mm_erase(struct sframe_mm *smm, struct sframe_entry *entry)
 		smm->nr_sections--;
 		atomic64_dec(&sframe_counters.sections);
 	}
+	if (sframe_source_is_explicit(entry->range.source))
+		WRITE_ONCE(smm->nr_explicit, smm->nr_explicit - 1);
 	if (entry->data) {
 		smm->supplied_bytes -= entry->range.sec.sec_size;
 		atomic64_sub(entry->range.sec.sec_size, &sframe_supplied_total);
@@ -431,13 +442,6 @@ static int sframe_check_request(struct mm_struct *mm, u64 sframe_addr,
 				    range);
 }
 
-/* Given by a program or a profiler, rather than found by the module. */
-static bool sframe_source_is_explicit(u8 source)
-{
-	return source == SFRAME_SOURCE_REGISTERED ||
-	       source == SFRAME_SOURCE_SUPPLIED;
-}
-
 /*
  * Under smm->lock: entry, given by the program, overlaps registered text.
  * If all that it overlaps was found by discovery (or is a "none" entry),
@@ -531,6 +535,8 @@ static int sframe_insert(struct mm_struct *mm, struct sframe_entry *entry)
 		smm->nr_sections++;
 		atomic64_inc(&sframe_counters.sections);
 	}
+	if (sframe_source_is_explicit(entry->range.source))
+		WRITE_ONCE(smm->nr_explicit, smm->nr_explicit + 1);
 out:
 	mutex_unlock(&smm->lock);
 	return ret;
@@ -711,6 +717,84 @@ int sframe_registry_list(struct mm_struct *mm, struct sframe_section_info *out,
 	mutex_unlock(&smm->lock);
 	*nr = n;
 	return 0;
+}
+
+bool sframe_mm_has_explicit(struct mm_struct *mm)
+{
+	struct sframe_mm *smm;
+	bool ret;
+
+	rcu_read_lock();
+	smm = sframe_mm_find_rcu(mm);
+	ret = smm && READ_ONCE(smm->nr_explicit);
+	rcu_read_unlock();
+	return ret;
+}
+
+/* A copy of entry for another process: the same text, the same bytes. */
+static struct sframe_entry *sframe_entry_dup(const struct sframe_entry *entry)
+{
+	struct sframe_entry *copy = kmemdup(entry, sizeof(*entry),
+					    GFP_KERNEL_ACCOUNT);
+
+	if (!copy || !entry->data)
+		return copy;
+	copy->data = kvmalloc(entry->range.sec.sec_size, GFP_KERNEL_ACCOUNT);
+	if (!copy->data) {
+		kfree(copy);
+		return NULL;
+	}
+	memcpy(copy->data, entry->data, entry->range.sec.sec_size);
+	return copy;
+}
+
+int sframe_registry_inherit(struct mm_struct *mm, struct mm_struct *parent_mm)
+{
+	struct sframe_entry *entry, **copies;
+	struct sframe_mm *parent;
+	unsigned long index = 0;
+	unsigned int n = 0, max, i;
+	int ret = 0;
+
+	parent = sframe_mm_find(parent_mm);
+	if (!parent)
+		return 0;
+	/* Copied under the parent's lock, inserted after it (no nesting). */
+	mutex_lock(&parent->lock);
+	max = parent->nr_explicit;
+	copies = kvcalloc(max ? max : 1, sizeof(*copies), GFP_KERNEL);
+	if (!copies) {
+		mutex_unlock(&parent->lock);
+		return -ENOMEM;
+	}
+	mt_for_each(&parent->sections, entry, index, ULONG_MAX) {
+		if (n == max || !sframe_source_is_explicit(entry->range.source))
+			continue;
+		copies[n] = sframe_entry_dup(entry);
+		if (!copies[n]) {
+			ret = -ENOMEM;
+			break;
+		}
+		n++;
+	}
+	mutex_unlock(&parent->lock);
+
+	/*
+	 * The fork copied the address space: the text is where it was.  One
+	 * copy refused (a bound, EEXIST with what the child did meanwhile)
+	 * does not stop the others.
+	 */
+	for (i = 0; i < n; i++) {
+		int err = sframe_insert(mm, copies[i]);
+
+		if (err) {
+			kvfree(copies[i]->data);
+			kfree(copies[i]);
+			ret = ret ? ret : err;
+		}
+	}
+	kvfree(copies);
+	return ret;
 }
 
 unsigned int sframe_mm_nr_sections(struct sframe_mm *smm)

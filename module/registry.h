@@ -81,6 +81,16 @@ int sframe_supplied_find_row(struct sframe_mm *smm, unsigned long pc,
  */
 int sframe_registry_list(struct mm_struct *mm, struct sframe_section_info *out,
 			 u32 max, u32 *nr);
+/*
+ * Whether mm has sections a program registered or a profiler supplied
+ * (discovery redoes the rest by itself).  Any context.
+ */
+bool sframe_mm_has_explicit(struct mm_struct *mm);
+/*
+ * Give mm (a fork child's, in the child) copies of the registered and
+ * supplied sections of parent_mm, if it still has a registry.
+ */
+int sframe_registry_inherit(struct mm_struct *mm, struct mm_struct *parent_mm);
 /* Bytes held by supplied sections, all processes. */
 u64 sframe_supplied_bytes(void);
 unsigned int sframe_mm_nr_sections(struct sframe_mm *smm);

@@ -18,6 +18,8 @@ struct sframe_counters {
 	atomic64_t samples_deferred;
 	atomic64_t samples_nmi;
 	atomic64_t sections_discovered;
+	atomic64_t forks_inherited;
+	atomic64_t forks_not_inherited;
 };
 
 extern struct sframe_counters sframe_counters;

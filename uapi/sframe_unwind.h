@@ -167,6 +167,11 @@ struct sframe_stats {
 	__u64 sections_discovered; /* sections registered by discovery */
 	__u64 supplied_bytes;   /* kernel memory held now by supplied
 				   sections, all processes */
+	/* Fork children given copies of their parent's registered and
+	   supplied sections, and those that could not be (out of memory, a
+	   bound): ever. */
+	__u64 forks_inherited;
+	__u64 forks_not_inherited;
 };
 #define SFRAME_STATS_SIZE_VER0 120
 

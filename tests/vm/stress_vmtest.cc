@@ -184,39 +184,56 @@ TEST_F(StressTest, SectionsOfAnExitedProcessAreDropped) {
 
 // ---- registrations belong to one process ---------------------------------------
 
-// Registrations are not inherited: the child's registry starts empty, and
-// only discovery (when on) covers its copy of the program.
-TEST_F(StressTest, ForkedChildStartsWithAnEmptyRegistry) {
-  const bool discovery = vmtest::DiscoveryEnabled();
+// A fork child has its parent's registration (copied before its first
+// instruction in user space: the text and section are where they were),
+// and from then on its own registry.
+TEST_F(StressTest, ForkedChildInheritsTheParentsRegistration) {
   sframe::Registration reg =
       dev().register_scoped(self_.sframe_addr, self_.sframe_len, self_.text_start, self_.text_len);
-  ASSERT_EQ(dev().stats().mm_sections, 1u);
+  const sframe::Stats before = dev().stats();
+  ASSERT_EQ(before.mm_sections, 1u);
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    // The child's address space is a copy, its registry is empty.
     int rc = 0;
     try {
-      if (dev().stats().mm_sections != 0) rc |= 1;
+      if (dev().stats().mm_sections != 1) rc |= 1;
+      auto entries = dev().list_sections();
+      if (entries.size() != 1 || entries[0].source != sframe::Source::kRegistered ||
+          entries[0].text_start != self_.text_start)
+        rc |= 2;
       sframe::UnwindResult r = dev().unwind_self(16, SFRAME_UNWIND_F_SFRAME);
-      // Discovered: the test program's frames are SFrame's, up to
-      // GoogleTest's (a library without .sframe).
-      if (discovery ? r.nr_sframe < 1 : r.frames.size() != 1) rc |= 2;
-      if (r.stop_reason != StopReason::kNoCoverage) rc |= 2;
-      // And it can register the same text for itself.
-      dev().register_section(self_.sframe_addr, self_.sframe_len, self_.text_start, self_.text_len);
-      if (dev().stats().mm_sections != 1) rc |= 4;
+      // The test program's frames are SFrame's, up to GoogleTest's (a
+      // library without .sframe).
+      if (r.nr_sframe < 1 || r.stop_reason != StopReason::kNoCoverage) rc |= 4;
+      // Its own: unregistering in the child leaves the parent's.
+      dev().unregister_section(self_.text_start);
+      if (dev().stats().mm_sections != 0) rc |= 8;
     } catch (const sframe::Error&) {
-      rc |= 8;
+      rc |= 16;
     }
     _exit(rc);
   }
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: child saw sections, 2: child's coverage is wrong, "
-                                       "4: child could not register, 8: error";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: child's count, 2: child's listing, 4: child's walk, "
+                                       "8: child could not unregister its copy, 16: error";
   EXPECT_EQ(dev().stats().mm_sections, 1u) << "the parent's registration is untouched";
+  EXPECT_EQ(dev().stats().forks_inherited, before.forks_inherited + 1);
+  EXPECT_EQ(dev().stats().forks_not_inherited, before.forks_not_inherited);
+}
+
+// A process with nothing registered pays nothing at fork: no copy is made.
+TEST_F(StressTest, ForkWithoutRegistrationsCopiesNothing) {
+  const sframe::Stats before = dev().stats();
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) _exit(dev().stats().mm_sections == 0 ? 0 : 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_EQ(dev().stats().forks_inherited, before.forks_inherited);
 }
 
 // ---- an unmapped section ---------------------------------------------------------

@@ -201,6 +201,8 @@ Stats Device::stats() const {
   s.samples_nmi = st.samples_nmi;
   s.sections_discovered = st.sections_discovered;
   s.supplied_bytes = st.supplied_bytes;
+  s.forks_inherited = st.forks_inherited;
+  s.forks_not_inherited = st.forks_not_inherited;
   return s;
 }
 

@@ -43,6 +43,8 @@ struct Stats {
   uint64_t samples_nmi = 0;          // ...of them in NMI context
   uint64_t sections_discovered = 0;  // registered by the module's discovery
   uint64_t supplied_bytes = 0;       // kernel memory held by supplied sections
+  uint64_t forks_inherited = 0;      // fork children given their parent's sections
+  uint64_t forks_not_inherited = 0;  // ...and those that could not be
 };
 
 // Where an entry of a process's registry came from (SFRAME_SOURCE_*).
