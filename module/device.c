@@ -76,11 +76,7 @@ static struct mm_struct *sframe_target_mm(s32 pid, unsigned int mode)
 		mmget(current->mm);
 		return current->mm;
 	}
-	rcu_read_lock();
-	task = pid_task(find_vpid(pid), PIDTYPE_PID);
-	if (task)
-		get_task_struct(task);
-	rcu_read_unlock();
+	task = sframe_get_task(pid);
 	if (!task)
 		return ERR_PTR(-ESRCH);
 	/* Checked under the target's exec_update_lock: a racing setuid exec

@@ -542,83 +542,86 @@ out:
 	return ret;
 }
 
+static struct sframe_entry *sframe_entry_new(u8 source)
+{
+	struct sframe_entry *entry = kzalloc(sizeof(*entry), GFP_KERNEL_ACCOUNT);
+
+	if (entry)
+		entry->range.source = source;
+	return entry;
+}
+
+/* An entry that never made it into a registry. */
+static void sframe_entry_discard(struct sframe_entry *entry)
+{
+	kvfree(entry->data);
+	kfree(entry);
+}
+
+/* Add a filled-in entry for mm, or discard it. */
+static int sframe_add(struct mm_struct *mm, struct sframe_entry *entry)
+{
+	int ret = sframe_insert(mm, entry);
+
+	if (ret)
+		sframe_entry_discard(entry);
+	return ret;
+}
+
 int sframe_register_section(struct mm_struct *mm, u64 sframe_addr,
 			    u64 sframe_len, u64 text_start, u64 text_len,
 			    u8 source)
 {
-	struct sframe_entry *entry;
+	struct sframe_entry *entry = sframe_entry_new(source);
 	int ret;
 
-	entry = kzalloc(sizeof(*entry), GFP_KERNEL_ACCOUNT);
-	if (!entry) {
-		ret = -ENOMEM;
-		goto fail;
-	}
+	if (!entry)
+		return -ENOMEM;
 	ret = sframe_check_request(mm, sframe_addr, sframe_len, text_start,
 				   text_len, &entry->range);
-	if (ret)
-		goto fail;
-	entry->range.source = source;
-	ret = sframe_insert(mm, entry);
-	if (ret)
-		goto fail;
-	return 0;
-fail:
-	kfree(entry);
-	return ret;
+	if (ret) {
+		sframe_entry_discard(entry);
+		return ret;
+	}
+	return sframe_add(mm, entry);
 }
 
 int sframe_supply_section(struct mm_struct *mm, void *data, u64 sframe_len,
 			  u64 sframe_addr, u64 text_start, u64 text_len)
 {
 	struct sframe_source src = { .kbase = data, .size = sframe_len };
-	struct sframe_entry *entry;
+	struct sframe_entry *entry = sframe_entry_new(SFRAME_SOURCE_SUPPLIED);
 	int ret;
 
+	if (!entry) {
+		kvfree(data);
+		return -ENOMEM;
+	}
+	entry->data = data;
 	ret = sframe_check_bounds(sframe_addr, sframe_len, text_start,
 				  text_len);
-	if (ret)
-		goto fail_data;
-	entry = kzalloc(sizeof(*entry), GFP_KERNEL_ACCOUNT);
-	if (!entry) {
-		ret = -ENOMEM;
-		goto fail_data;
-	}
-	ret = sframe_check_mapped(mm, text_start, text_len, VM_EXEC);
+	if (!ret)
+		ret = sframe_check_mapped(mm, text_start, text_len, VM_EXEC);
 	if (!ret)
 		ret = sframe_check_section(&src, sframe_addr, text_start,
 					   text_len, &entry->range);
-	if (ret)
-		goto fail;
-	entry->range.source = SFRAME_SOURCE_SUPPLIED;
-	entry->data = data;
-	ret = sframe_insert(mm, entry);
-	if (ret)
-		goto fail;
-	return 0;
-fail:
-	kfree(entry);
-fail_data:
-	kvfree(data);
-	return ret;
+	if (ret) {
+		sframe_entry_discard(entry);
+		return ret;
+	}
+	return sframe_add(mm, entry);
 }
 
 int sframe_register_none(struct mm_struct *mm, unsigned long start,
 			 unsigned long end)
 {
-	struct sframe_entry *entry;
-	int ret;
+	struct sframe_entry *entry = sframe_entry_new(SFRAME_SOURCE_NONE);
 
-	entry = kzalloc(sizeof(*entry), GFP_KERNEL_ACCOUNT);
 	if (!entry)
 		return -ENOMEM;
 	entry->range.text_start = start;
 	entry->range.text_end = end;
-	entry->range.source = SFRAME_SOURCE_NONE;
-	ret = sframe_insert(mm, entry);
-	if (ret)
-		kfree(entry);
-	return ret;
+	return sframe_add(mm, entry);
 }
 
 int sframe_unregister_section(struct mm_struct *mm, u64 text_start)
@@ -785,13 +788,10 @@ int sframe_registry_inherit(struct mm_struct *mm, struct mm_struct *parent_mm)
 	 * does not stop the others.
 	 */
 	for (i = 0; i < n; i++) {
-		int err = sframe_insert(mm, copies[i]);
+		int err = sframe_add(mm, copies[i]);
 
-		if (err) {
-			kvfree(copies[i]->data);
-			kfree(copies[i]);
-			ret = ret ? ret : err;
-		}
+		if (err && !ret)
+			ret = err;
 	}
 	kvfree(copies);
 	return ret;

@@ -270,11 +270,7 @@ static int sframe_session_check_target(struct sframe_session *s,
 	if (target_id <= 0)
 		return -EINVAL;
 
-	rcu_read_lock();
-	task = pid_task(find_vpid(target_id), PIDTYPE_PID);
-	if (task)
-		get_task_struct(task);
-	rcu_read_unlock();
+	task = sframe_get_task(target_id);
 	if (!task)
 		return -ESRCH;
 	if (target_type == SFRAME_TARGET_PROCESS &&

@@ -7,6 +7,9 @@
 #ifndef SFRAME_UARG_H
 #define SFRAME_UARG_H
 
+#include <linux/pid.h>
+#include <linux/rcupdate.h>
+#include <linux/sched/task.h>
 #include <linux/types.h>
 #include <linux/uaccess.h>
 
@@ -38,6 +41,22 @@ static inline bool sframe_all_zero(const u64 *v, size_t n)
 		if (v[i])
 			return false;
 	return true;
+}
+
+/*
+ * The task with id nr in the caller's pid namespace, referenced (drop it
+ * with put_task_struct()), or NULL.
+ */
+static inline struct task_struct *sframe_get_task(pid_t nr)
+{
+	struct task_struct *task;
+
+	rcu_read_lock();
+	task = pid_task(find_vpid(nr), PIDTYPE_PID);
+	if (task)
+		get_task_struct(task);
+	rcu_read_unlock();
+	return task;
 }
 
 #endif /* SFRAME_UARG_H */

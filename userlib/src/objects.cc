@@ -13,6 +13,7 @@
 #include <cstring>
 #include <memory>
 
+#include "elf_file.h"
 #include "sframe_client/error.h"
 #include "sframe_client/fd.h"
 #include "sframe_client/sframe_format.h"
@@ -66,8 +67,6 @@ Registration register_object(const Device& dev, const LoadedObject& obj) {
                              obj.path);
 }
 
-using ElfPtr = std::unique_ptr<Elf, decltype(&elf_end)>;
-
 }  // namespace
 
 std::string self_exe_path() {
@@ -111,19 +110,7 @@ Registration register_object_containing(const Device& dev, const void* addr) {
 }
 
 FileSframe read_sframe_from_file(const std::string& path) {
-  if (elf_version(EV_CURRENT) == EV_NONE) {
-    throw Error(ENOSYS, op::kReadElf, path, "libelf version mismatch");
-  }
-  UniqueFd fd;
-  try {
-    fd = UniqueFd::open(path, O_RDONLY);
-  } catch (const Error& e) {
-    throw Error(e.err(), op::kReadElf, path);
-  }
-  ElfPtr elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr), &elf_end);
-  if (!elf || elf_kind(elf.get()) != ELF_K_ELF) {
-    throw Error(ENOEXEC, op::kReadElf, path, "not an ELF file");
-  }
+  internal::ElfFile elf(path);
   size_t shstrndx;
   if (elf_getshdrstrndx(elf.get(), &shstrndx) != 0) {
     throw Error(ENOEXEC, op::kReadElf, path, elf_errmsg(-1));

@@ -15,8 +15,8 @@
 #include <memory>
 #include <sstream>
 
+#include "elf_file.h"
 #include "sframe_client/error.h"
-#include "sframe_client/fd.h"
 #include "sframe_client/objects.h"
 
 namespace sframe {
@@ -31,20 +31,10 @@ struct ElfLayout {
 };
 
 ElfLayout read_layout(const std::string& path) {
-  if (elf_version(EV_CURRENT) == EV_NONE) {
-    throw Error(ENOSYS, op::kReadElf, path, "libelf version mismatch");
-  }
-  UniqueFd fd;
-  try {
-    fd = UniqueFd::open(path, O_RDONLY);
-  } catch (const Error& e) {
-    throw Error(e.err(), op::kReadElf, path);
-  }
-  std::unique_ptr<Elf, decltype(&elf_end)> elf(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr),
-                                               &elf_end);
+  internal::ElfFile elf(path);
   size_t phnum = 0;
-  if (!elf || elf_kind(elf.get()) != ELF_K_ELF || elf_getphdrnum(elf.get(), &phnum) != 0) {
-    throw Error(ENOEXEC, op::kReadElf, path, "not an ELF file with program headers");
+  if (elf_getphdrnum(elf.get(), &phnum) != 0) {
+    throw Error(ENOEXEC, op::kReadElf, path, "no program headers");
   }
   ElfLayout l;
   bool have_load = false;
