@@ -47,9 +47,8 @@
 #include <thread>
 #include <vector>
 
+#include "sessions.h"
 #include "vmtest.h"
-
-extern char** environ;
 
 namespace {
 
@@ -57,137 +56,26 @@ using sframe::Record;
 using sframe::Sample;
 using sframe::Session;
 using sframe::Target;
+using vmtest::ChainCheck;
+using vmtest::CheckChain;
+using vmtest::Collect;
+using vmtest::Collected;
+using vmtest::Describe;
+using vmtest::IsRoot;
+using vmtest::kExecChain;
+using vmtest::kLibc;
+using vmtest::kReadChain;
+using vmtest::kSpinChain;
+using vmtest::kThreadChain;
+using vmtest::MostlyComplete;
+using vmtest::Names;
+using vmtest::SessionTest;
+using vmtest::Workload;
 
 constexpr uint32_t kNobody = 65534;
-constexpr char kLibc[] = "<libc>";
 constexpr char kModule[] = "sframe_unwind";
 
-uint64_t NowMs() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
-
-// ---- the target process -----------------------------------------------------
-
-class Workload {
- public:
-  // Starts session_workload ARGS..., waits for its "ready" line.
-  static std::unique_ptr<Workload> Start(const std::vector<std::string>& args, std::string* err) {
-    auto w = std::unique_ptr<Workload>(new Workload);
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) {
-      *err = std::string("pipe: ") + std::strerror(errno);
-      return nullptr;
-    }
-    w->out_.reset(fds[0]);
-    sframe::UniqueFd wr(fds[1]);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, wr.get(), 1);
-    posix_spawn_file_actions_adddup2(&fa, wr.get(), 2);
-    std::string exe = vmtest::NextToSelf("session_workload");
-    std::vector<std::string> all{exe};
-    all.insert(all.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& a : all) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    int rc = posix_spawn(&w->pid_, exe.c_str(), &fa, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) {
-      *err = "posix_spawn " + exe + ": " + std::strerror(rc);
-      return nullptr;
-    }
-    wr.reset();
-    if (!w->WaitFor("ready", 1, 20000)) {
-      *err = "session_workload did not get ready; its output:\n" + w->output_;
-      return nullptr;
-    }
-    return w;
-  }
-
-  ~Workload() {
-    Kill();
-    Wait();
-  }
-
-  pid_t pid() const { return pid_; }
-  const std::string& output() const { return output_; }
-
-  // Reads output until `count` lines start with `prefix ` (or equal it), or
-  // timeout_ms pass.
-  bool WaitFor(const std::string& prefix, size_t count, int timeout_ms) {
-    const uint64_t end = NowMs() + static_cast<uint64_t>(timeout_ms);
-    for (;;) {
-      if (Lines(prefix).size() >= count) return true;
-      const uint64_t now = NowMs();
-      if (now >= end || !out_) return false;
-      pollfd p{out_.get(), POLLIN, 0};
-      if (poll(&p, 1, static_cast<int>(end - now)) <= 0) continue;
-      char buf[4096];
-      ssize_t n = read(out_.get(), buf, sizeof(buf));
-      if (n <= 0) {
-        out_.reset();
-        continue;
-      }
-      output_.append(buf, static_cast<size_t>(n));
-    }
-  }
-  // Rest of the lines of the lines that start with prefix.
-  std::vector<std::string> Lines(const std::string& prefix) const {
-    std::vector<std::string> out;
-    std::istringstream in(output_);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line == prefix) out.push_back("");
-      if (line.rfind(prefix + " ", 0) == 0) out.push_back(line.substr(prefix.size() + 1));
-    }
-    return out;
-  }
-  // The "text START END" ranges it printed, one per image.
-  std::vector<std::pair<uint64_t, uint64_t>> Texts() const {
-    std::vector<std::pair<uint64_t, uint64_t>> out;
-    for (const std::string& l : Lines("text")) {
-      unsigned long long a = 0, b = 0;
-      if (std::sscanf(l.c_str(), "%llx %llx", &a, &b) == 2) out.emplace_back(a, b);
-    }
-    return out;
-  }
-  std::vector<pid_t> Tids() const {
-    std::vector<pid_t> out;
-    for (const std::string& l : Lines("tid")) out.push_back(static_cast<pid_t>(std::stol(l)));
-    return out;
-  }
-
-  void Kill() {
-    if (pid_ > 0 && !reaped_) kill(pid_, SIGKILL);
-  }
-  // Exit status (128 + signal when killed); -1 if not started.
-  int Wait() {
-    if (pid_ <= 0) return -1;
-    if (!reaped_) {
-      int st = 0;
-      while (waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
-      }
-      status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-      reaped_ = true;
-      WaitFor("\x01never", 1, 0);  // collect what is left
-    }
-    return status_;
-  }
-
- private:
-  Workload() = default;
-  pid_t pid_ = -1;
-  bool reaped_ = false;
-  int status_ = -1;
-  sframe::UniqueFd out_;
-  std::string output_;
-};
-
 // ---- privileges -------------------------------------------------------------------
-
-bool IsRoot() { return geteuid() == 0; }
 
 // Sets kernel.perf_event_paranoid for its lifetime (root only).
 class ParanoidGuard {
@@ -254,216 +142,6 @@ std::string RunAsNobody(int paranoid, const std::function<std::string()>& fn) {
   if (msg.empty()) return "the child died without a verdict (status " + std::to_string(st) + ")";
   return msg == "OK" ? "" : msg;
 }
-
-// ---- chains -------------------------------------------------------------------------
-
-// The function names of a user chain; frames in libc become "<libc>".
-std::vector<std::string> Names(const std::vector<sframe::Symbol>& syms) {
-  std::vector<std::string> out;
-  for (const sframe::Symbol& s : syms) {
-    std::string base = s.object.substr(s.object.rfind('/') + 1);
-    if (base.rfind("libc.so", 0) == 0) {
-      out.push_back(kLibc);
-    } else {
-      out.push_back(s.found() ? s.function() : "?");
-    }
-  }
-  return out;
-}
-
-std::string Describe(const Sample& s, const std::vector<sframe::Symbol>& user,
-                     const sframe::KernelSymbolizer* k = nullptr) {
-  std::ostringstream o;
-  o << "  sample pid " << s.pid << " tid " << s.tid << " cpu " << s.cpu << " cookie 0x" << std::hex
-    << s.cookie << std::dec << " flags " << sframe::sample_flags_string(s.flags) << " user_stop "
-    << sframe::to_string(s.user_stop) << ", " << s.kernel.size() << " kernel + " << s.user.size()
-    << " user frames\n";
-  for (uint64_t ip : s.kernel) {
-    o << "    k 0x" << std::hex << ip << std::dec;
-    if (k && k->usable()) o << " " << k->symbolize(ip).to_string();
-    o << "\n";
-  }
-  for (const sframe::Symbol& u : user) {
-    o << "    u 0x" << std::hex << u.address << std::dec << " " << u.to_string() << "\n";
-  }
-  return o.str();
-}
-
-struct ChainCheck {
-  size_t considered = 0;  // samples whose leaf is in the chain
-  size_t complete = 0;    // ... that carry the exact expected chain
-  std::vector<std::string> bad;  // descriptions of the first few others
-
-  double Fraction() const { return considered ? double(complete) / double(considered) : 0; }
-};
-
-// chain: the expected user chain from the leaf down ("<libc>" for the frame
-// in libc).  A sample whose first user frame is chain[i] (i below the index
-// of main) must carry exactly chain[i..] and stop with NO_COVERAGE.
-void CheckChain(const Sample& s, const std::vector<sframe::Symbol>& syms,
-                const std::vector<std::string>& chain, ChainCheck* c,
-                const sframe::KernelSymbolizer* k = nullptr) {
-  std::vector<std::string> names = Names(syms);
-  if (names.empty()) return;
-  auto main_at = std::find(chain.begin(), chain.end(), "main");
-  auto it = std::find(chain.begin(), main_at, names[0]);
-  if (it == main_at) return;
-  c->considered++;
-  std::vector<std::string> want(it, chain.end());
-  if (names == want && s.user_stop == sframe::StopReason::kNoCoverage) {
-    c->complete++;
-  } else if (c->bad.size() < 5) {
-    std::string w;
-    for (const std::string& n : want) w += " " + n;
-    c->bad.push_back("  expected" + w + " (NO_COVERAGE)\n" + Describe(s, syms, k));
-  }
-}
-
-::testing::AssertionResult MostlyComplete(const ChainCheck& c, double min_fraction,
-                                          size_t min_considered) {
-  if (c.considered >= min_considered && c.Fraction() >= min_fraction) {
-    return ::testing::AssertionSuccess();
-  }
-  std::ostringstream o;
-  o << c.complete << " of " << c.considered << " samples with the leaf in the chain are complete"
-    << " (want >= " << min_fraction * 100 << "% of at least " << min_considered << ")\n";
-  for (const std::string& b : c.bad) o << b;
-  return ::testing::AssertionFailure() << o.str();
-}
-
-const std::vector<std::string> kSpinChain = {"wl_spin_leaf", "wl_spin_c", "wl_spin_b",
-                                             "wl_spin_a",    "main",      kLibc};
-const std::vector<std::string> kReadChain = {"wl_read_syscall", "wl_read_b", "wl_read_a", "main",
-                                             kLibc};
-const std::vector<std::string> kThreadChain = {"wl_spin_leaf", "wl_thread_leaf", "wl_thread_b",
-                                               "wl_thread_main", kLibc};
-const std::vector<std::string> kExecChain = {"wl_spin_leaf", "wl_exec_leaf", "wl_exec_a", "main",
-                                             kLibc};
-
-// ---- collecting ------------------------------------------------------------------------
-
-struct Collected {
-  std::vector<Record> records;
-  sframe::SessionStats stats;
-  uint64_t bytes = 0;
-  std::vector<const Sample*> Samples() const {
-    std::vector<const Sample*> out;
-    for (const Record& r : records) {
-      if (r.is_sample()) out.push_back(&r.sample);
-    }
-    return out;
-  }
-  uint64_t LostRecords() const {
-    uint64_t n = 0;
-    for (const Record& r : records) {
-      if (r.is_lost()) n += r.lost;
-    }
-    return n;
-  }
-};
-
-// Reads the sessions for ms milliseconds while the event runs (draining
-// perf's ring), calls `midway` once at half time, then disables the event
-// and reads until the sessions stay quiet for 300 ms.
-std::vector<Collected> Collect(std::vector<Session*> sessions, sframe::PerfEvent* ev, int ms,
-                               const std::function<void()>& midway = nullptr) {
-  std::vector<Collected> out(sessions.size());
-  std::vector<pollfd> pfds;
-  auto pump = [&](int timeout) {
-    pfds.clear();
-    for (Session* s : sessions) pfds.push_back({s->fd(), POLLIN, 0});
-    int n = poll(pfds.data(), pfds.size(), timeout);
-    if (n <= 0) return false;
-    bool any = false;
-    for (size_t i = 0; i < sessions.size(); i++) {
-      if (pfds[i].revents & POLLIN) any |= sessions[i]->read(&out[i].records) > 0;
-    }
-    return any;
-  };
-  ev->enable();
-  const uint64_t start = NowMs(), end = start + static_cast<uint64_t>(ms);
-  bool mid_done = !midway;
-  for (uint64_t now = start; now < end; now = NowMs()) {
-    pump(static_cast<int>(std::min<uint64_t>(50, end - now)));
-    ev->drain();
-    if (!mid_done && now >= start + static_cast<uint64_t>(ms) / 2) {
-      midway();
-      mid_done = true;
-    }
-  }
-  ev->disable();
-  ev->drain();
-  for (uint64_t quiet_since = NowMs(); NowMs() - quiet_since < 300;) {
-    if (pump(100)) quiet_since = NowMs();
-  }
-  for (size_t i = 0; i < sessions.size(); i++) {
-    out[i].stats = sessions[i]->stats();
-    out[i].bytes = sessions[i]->bytes_read();
-  }
-  return out;
-}
-
-Collected Collect(Session* s, sframe::PerfEvent* ev, int ms,
-                  const std::function<void()>& midway = nullptr) {
-  return Collect(std::vector<Session*>{s}, ev, ms, midway).front();
-}
-
-// ---- the fixture ------------------------------------------------------------------------
-
-class SessionTest : public vmtest::DeviceTest {
- protected:
-  void SetUp() override {
-    vmtest::DeviceTest::SetUp();
-    if (HasFatalFailure()) return;
-    paranoid_ = sframe::perf_event_paranoid();
-  }
-
-  // Skips the test when this user cannot open perf events at all.
-  bool SkipWithoutPerf() {
-    if (IsRoot() || paranoid_ <= 2) return false;
-    return true;
-  }
-#define SKIP_WITHOUT_PERF()                                                                    \
-  do {                                                                                         \
-    if (SkipWithoutPerf()) {                                                                   \
-      GTEST_SKIP() << "kernel.perf_event_paranoid is " << paranoid_                           \
-                   << ": uid " << geteuid()                                                    \
-                   << " may not use perf_event_open() nor sessions (ParanoidThreeRefuses... "  \
-                      "checks that); the root run covers unprivileged sessions in a child "    \
-                      "that drops to uid 65534";                                               \
-    }                                                                                          \
-  } while (0)
-
-  // Kernel-mode samples need privileges or paranoid <= 1.
-  bool UserOnly() const { return !IsRoot() && paranoid_ > 1; }
-
-  sframe::PerfEventOptions PerfOptions(uint64_t hz) const {
-    sframe::PerfEventOptions o;
-    o.frequency = hz;
-    o.exclude_kernel = UserOnly();
-    return o;
-  }
-
-  static sframe::SessionOptions SframeOnly() {
-    sframe::SessionOptions o;
-    o.device = vmtest::DevicePath();
-    o.unwind_flags = SFRAME_UNWIND_F_SFRAME;
-    return o;
-  }
-
-  std::unique_ptr<Workload> StartWorkload(const std::vector<std::string>& args) {
-    std::string err;
-    auto w = Workload::Start(args, &err);
-    EXPECT_TRUE(w) << err;
-    if (w) sym_.load_process(w->pid());
-    return w;
-  }
-
-  std::vector<sframe::Symbol> User(const Sample& s) { return sym_.symbolize_frames(s.pid, s.user); }
-
-  int paranoid_ = INT_MIN;
-  sframe::Symbolizer sym_;
-};
 
 // ---- chains at 10 kHz ------------------------------------------------------------------
 

@@ -10,7 +10,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -113,22 +112,7 @@ TEST_F(StressTest, TenThousandCyclesLeaveTheCountsAsTheyWere) {
   EXPECT_EQ(after.registrations_rejected, before.registrations_rejected);
 }
 
-// Sum of active objects of the kmalloc caches (kmalloc-*, kmalloc-cg-*, ...)
-// and maple_node (the registry is a maple tree).  -1 if unreadable.
-long SlabObjects() {
-  std::ifstream in("/proc/slabinfo");
-  if (!in) return -1;
-  std::string line;
-  long total = 0;
-  while (std::getline(in, line)) {
-    std::istringstream f(line);
-    std::string name;
-    long active = 0;
-    if (!(f >> name >> active)) continue;
-    if (name.rfind("kmalloc-", 0) == 0 || name == "maple_node") total += active;
-  }
-  return total;
-}
+using vmtest::SlabObjects;
 
 TEST_F(StressTest, SlabUsageComesBackAfterTenThousandCycles) {
   if (SlabObjects() < 0) {

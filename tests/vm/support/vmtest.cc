@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 
 extern char** environ;
@@ -318,6 +319,21 @@ std::vector<std::string> ChildTail(const std::string& scenario) {
 std::string NextToSelf(const std::string& name) {
   std::string exe = sframe::self_exe_path();
   return exe.substr(0, exe.rfind('/') + 1) + name;
+}
+
+long SlabObjects() {
+  std::ifstream in("/proc/slabinfo");
+  if (!in) return -1;
+  std::string line;
+  long total = 0;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string name;
+    long active = 0;
+    if (!(f >> name >> active)) continue;
+    if (name.rfind("kmalloc-", 0) == 0 || name == "maple_node") total += active;
+  }
+  return total;
 }
 
 }  // namespace vmtest

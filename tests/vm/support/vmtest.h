@@ -168,6 +168,11 @@ std::vector<std::string> ChildTail(const std::string& scenario);
 // Path of a file next to this program (test libraries).
 std::string NextToSelf(const std::string& name);
 
+// Sum of active objects of the kmalloc caches (kmalloc-*, kmalloc-cg-*, ...)
+// and maple_node (the registry is a maple tree), from /proc/slabinfo.  -1
+// if unreadable (it is readable by root only).
+long SlabObjects();
+
 }  // namespace vmtest
 
 #endif  // SFRAME_VMTEST_H

@@ -18,10 +18,23 @@
 //                                         amount of work (N rounds); prints
 //                                         its time; with `wait`, starts at
 //                                         a byte on stdin
+//   session_workload forkspin SECONDS     forks; the child spins as `spin`
+//                                         does (main -> wl_spin_a -> ...)
+//                                         with the module's copy of the
+//                                         parent's registration (or, with
+//                                         nothing registered, discovery),
+//                                         and dies with its parent; the
+//                                         parent waits
+//   session_workload threadchurn N SECONDS [ROUNDS]
+//                                         rounds of N threads, each spinning
+//                                         ROUNDS (default 200000) rounds in
+//                                         wl_churn_main -> wl_churn_b ->
+//                                         wl_spin_leaf and exiting
 //
 // SECONDS 0 means until killed.  It prints (flushed):
 //   text START END      its executable text (every image prints it)
 //   tid TID             each spinning thread (threads)
+//   child PID           the spinning child (forkspin)
 //   ready               registered and about to start
 //   elapsed_ns N        (work) the time of the work
 // A session's complete user chain of the spin mode is
@@ -31,8 +44,10 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -179,6 +194,21 @@ WL_NOIPA void* wl_thread_main(void* arg) {
   return nullptr;
 }
 
+// ---- threadchurn: threads that come and go ------------------------------------
+
+static long g_churn_rounds = 200000;
+
+WL_NOIPA uint64_t wl_churn_b(uint64_t x) {
+  uint64_t r = wl_spin_leaf(x, g_churn_rounds);
+  WL_BARRIER();
+  return r + 1;
+}
+WL_NOIPA void* wl_churn_main(void* arg) {
+  g_sink = wl_churn_b(reinterpret_cast<uintptr_t>(arg));
+  WL_BARRIER();
+  return nullptr;
+}
+
 // ---- exec -------------------------------------------------------------------
 
 static char g_exe[4096];
@@ -245,7 +275,8 @@ int main(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr,
                  "usage: session_workload spin SECONDS | read SECONDS BYTES | threads N SECONDS"
-                 " | exec MS SECONDS | work N\n");
+                 " | exec MS SECONDS | work N | forkspin SECONDS"
+                 " | threadchurn N SECONDS [ROUNDS]\n");
     return 2;
   }
   const char* mode = argv[1];
@@ -294,6 +325,39 @@ int main(int argc, char** argv) {
     int r = wl_exec_a(1);  // not a tail call: main keeps its frame
     WL_BARRIER();
     return r;
+  } else if (std::strcmp(mode, "forkspin") == 0) {
+    const pid_t parent = getpid();
+    std::fflush(stdout);  // nothing buffered is printed twice
+    pid_t child = fork();
+    if (child < 0) return 4;
+    if (child == 0) {
+      // It must not outlive the parent (which the test kills).
+      if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(4);
+      stop_after_ms(a2 * 1000);
+      g_sink = wl_spin_a(a2, -1);
+      WL_BARRIER();
+      _exit(0);
+    }
+    std::printf("child %ld\n", static_cast<long>(child));
+    ready();
+    int st = 0;
+    while (waitpid(child, &st, 0) < 0 && errno == EINTR) {
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  } else if (std::strcmp(mode, "threadchurn") == 0) {
+    const size_t n = a2 > 0 ? static_cast<size_t>(a2) : 1;
+    if (argc > 4) g_churn_rounds = std::strtol(argv[4], nullptr, 10);
+    std::vector<pthread_t> threads(n);
+    stop_after_ms(a3 * 1000);
+    ready();
+    while (!g_stop) {
+      for (size_t i = 0; i < n; i++) {
+        if (pthread_create(&threads[i], nullptr, wl_churn_main, reinterpret_cast<void*>(i + 1))) {
+          return 4;
+        }
+      }
+      for (pthread_t t : threads) pthread_join(t, nullptr);
+    }
   } else if (std::strcmp(mode, "work") == 0) {
     ready();
     if (argc > 3 && std::strcmp(argv[3], "wait") == 0) {
