@@ -7,6 +7,8 @@
 //   sframe-client sections FILE   the .sframe section of an ELF file: size,
 //                                 version, flags, FDE and FRE counts
 //                                 (with --fdes, one line per FDE)
+//   sframe-client dump FILE       every FDE and row of FILE's .sframe, in the
+//                                 shape of readelf --sframe
 //   sframe-client list [PID]      what the module has for a process: each
 //                                 entry's text, source (registered,
 //                                 discovered, supplied, none), coverage
@@ -27,6 +29,9 @@
 #endif
 
 int cmd_record(int argc, char** argv);  // record.cc
+#ifdef SFRAME_CLIENT_HAVE_DECODER
+int cmd_dump(int argc, char** argv);  // dump.cc
+#endif
 
 namespace {
 
@@ -39,6 +44,7 @@ int usage(FILE* out) {
                "       sframe-client supply PID FILE...\n"
 #ifdef SFRAME_CLIENT_HAVE_DECODER
                "       sframe-client sections [--fdes] FILE\n"
+               "       sframe-client dump FILE\n"
 #endif
   );
   return out == stderr ? 2 : 0;
@@ -187,6 +193,7 @@ int main(int argc, char** argv) {
     if (cmd == "supply") return cmd_supply(argc - 2, argv + 2);
 #ifdef SFRAME_CLIENT_HAVE_DECODER
     if (cmd == "sections") return cmd_sections(argc - 2, argv + 2);
+    if (cmd == "dump") return cmd_dump(argc - 2, argv + 2);
 #endif
     if (cmd == "-h" || cmd == "--help" || cmd == "help") return usage(stdout);
   } catch (const std::exception& e) {
