@@ -118,8 +118,8 @@ static long sframe_ioctl_unregister(void __user *uarg)
 static long sframe_do_supply(void __user *uarg)
 {
 	struct sframe_supply req;
+	struct sframe_blob *blob;
 	struct mm_struct *mm;
-	void *data;
 	long ret;
 
 	ret = sframe_copy_arg(&req, sizeof(req), SFRAME_SUPPLY_SIZE_VER0, uarg);
@@ -138,19 +138,19 @@ static long sframe_do_supply(void __user *uarg)
 	if (IS_ERR(mm))
 		return PTR_ERR(mm);
 	/* Charged to the caller's memory cgroup, which asks for it. */
-	data = kvmalloc(req.sframe_len, GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
-	if (!data) {
+	blob = sframe_blob_alloc(req.sframe_len);
+	if (!blob) {
 		ret = -ENOMEM;
 		goto out;
 	}
-	if (copy_from_user(data, u64_to_user_ptr(req.sframe_data),
-			   req.sframe_len)) {
-		kvfree(data);
+	if (copy_from_user(sframe_blob_data(blob),
+			   u64_to_user_ptr(req.sframe_data), req.sframe_len)) {
+		sframe_blob_put(blob);
 		ret = -EFAULT;
 		goto out;
 	}
-	/* Takes data, on success and on failure. */
-	ret = sframe_supply_section(mm, data, req.sframe_len, req.sframe_addr,
+	/* Takes the blob, on success and on failure. */
+	ret = sframe_supply_section(mm, blob, req.sframe_len, req.sframe_addr,
 				    req.text_start, req.text_len);
 out:
 	mmput(mm);

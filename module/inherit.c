@@ -8,18 +8,20 @@
  * the mm, and the kernel gives a module no hook in dup_mmap().  So the
  * module listens to the task_newtask tracepoint (every new task, in
  * copy_process(), after the mm is copied) and, for a child with an address
- * space of its own whose parent has such sections, queues a task_work on
- * the child: it runs before the child's first instruction in user space,
- * in the child, where it may sleep, and copies the parent's entries.
- * Discovered sections are not copied: discovery finds them again.
+ * space of its own whose parent has such sections, takes a snapshot of
+ * them there and then (the parent may change its registry as soon as
+ * fork() returns, before the child runs) and queues a task_work on the
+ * child: it runs before the child's first instruction in user space, in
+ * the child, where it may sleep, and adds the snapshot's entries to the
+ * child's registry.  Discovered sections are not copied: discovery finds
+ * them again.
  *
- * The tracepoint probe runs with preemption off, so it only allocates the
- * work item (GFP_NOWAIT) and pins the parent's mm_struct (mmgrab: the
- * struct, not the address space; the parent may exec or exit meanwhile,
- * and then there is nothing to inherit).
+ * The tracepoint probe runs with preemption off: the snapshot is taken
+ * lock-free under RCU, allocated with GFP_NOWAIT (a failure is counted in
+ * forks_not_inherited), and shares the bytes of supplied sections by
+ * reference instead of copying them.
  */
 #include <linux/sched.h>
-#include <linux/sched/mm.h>
 #include <linux/sched/task.h>
 #include <linux/slab.h>
 #include <linux/task_work.h>
@@ -35,7 +37,7 @@ struct sframe_inherit_work {
 	struct callback_head twork;
 	struct list_head node;       /* in sframe_inherit_list */
 	struct task_struct *child;   /* referenced */
-	struct mm_struct *parent_mm; /* mmgrab()ed */
+	struct sframe_snapshot *snap; /* the parent's, at the fork */
 };
 
 static struct tracepoint *sframe_newtask_tp;
@@ -47,7 +49,7 @@ static atomic_t sframe_inherit_pending = ATOMIC_INIT(0);
 
 static void sframe_inherit_free(struct sframe_inherit_work *w)
 {
-	mmdrop(w->parent_mm);
+	sframe_snapshot_free(w->snap);
 	put_task_struct(w->child);
 	kfree(w);
 	if (atomic_dec_and_test(&sframe_inherit_pending))
@@ -64,10 +66,12 @@ static void sframe_inherit_run(struct callback_head *twork)
 	spin_unlock(&sframe_inherit_lock);
 	/* No mm: the child is exiting before it ever ran in user space. */
 	if (current->mm) {
-		if (sframe_registry_inherit(current->mm, w->parent_mm))
+		/* Consumes the snapshot. */
+		if (sframe_snapshot_apply(current->mm, w->snap))
 			atomic64_inc(&sframe_counters.forks_not_inherited);
 		else
 			atomic64_inc(&sframe_counters.forks_inherited);
+		w->snap = NULL;
 	}
 	sframe_inherit_free(w);
 }
@@ -75,23 +79,31 @@ static void sframe_inherit_run(struct callback_head *twork)
 static void sframe_on_newtask(void *data, struct task_struct *child,
 			      unsigned long clone_flags)
 {
+	const gfp_t gfp = GFP_NOWAIT | __GFP_NOWARN | __GFP_ACCOUNT;
 	struct mm_struct *mm = current->mm;
 	struct sframe_inherit_work *w;
+	struct sframe_snapshot *snap;
+	bool failed;
 
 	/* Threads and vfork() share the mm, and with it the registry. */
-	if ((clone_flags & CLONE_VM) || !mm || !child->mm ||
-	    !sframe_mm_has_explicit(mm))
+	if ((clone_flags & CLONE_VM) || !mm || !child->mm)
 		return;
-	w = kzalloc(sizeof(*w), GFP_NOWAIT | __GFP_NOWARN | __GFP_ACCOUNT);
+	snap = sframe_snapshot_take(mm, gfp, &failed);
+	if (!snap) {
+		if (failed)
+			atomic64_inc(&sframe_counters.forks_not_inherited);
+		return;
+	}
+	w = kzalloc(sizeof(*w), gfp);
 	if (!w) {
+		sframe_snapshot_free(snap);
 		atomic64_inc(&sframe_counters.forks_not_inherited);
 		return;
 	}
 	init_task_work(&w->twork, sframe_inherit_run);
 	get_task_struct(child);
 	w->child = child;
-	mmgrab(mm);
-	w->parent_mm = mm;
+	w->snap = snap;
 	atomic_inc(&sframe_inherit_pending);
 	spin_lock(&sframe_inherit_lock);
 	list_add(&w->node, &sframe_inherit_list);

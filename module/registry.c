@@ -32,9 +32,20 @@
 #include "sframe_unwind.h"
 #include "stats.h"
 
+/*
+ * The bytes of a supplied section.  Shared by the entries of a process and
+ * of its fork children (each entry holds a reference), so a fork copies
+ * no section.
+ */
+struct sframe_blob {
+	refcount_t ref;
+	struct rcu_head rcu;
+	u8 data[];
+};
+
 struct sframe_entry {
 	struct sframe_range range;
-	void *data; /* SFRAME_SOURCE_SUPPLIED: the section (kvmalloc) */
+	struct sframe_blob *blob; /* SFRAME_SOURCE_SUPPLIED: the section */
 	struct rcu_head rcu;
 };
 
@@ -55,11 +66,35 @@ u64 sframe_supplied_bytes(void)
 	return atomic64_read(&sframe_supplied_total);
 }
 
+struct sframe_blob *sframe_blob_alloc(u64 len)
+{
+	struct sframe_blob *blob;
+
+	/* Charged to the caller's memory cgroup: the supplier's. */
+	blob = kvmalloc(struct_size(blob, data, len),
+			GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
+	if (blob)
+		refcount_set(&blob->ref, 1);
+	return blob;
+}
+
+void *sframe_blob_data(struct sframe_blob *blob)
+{
+	return blob->data;
+}
+
+/* Any context but NMI: the memory goes after a grace period. */
+void sframe_blob_put(struct sframe_blob *blob)
+{
+	if (blob && refcount_dec_and_test(&blob->ref))
+		kvfree_rcu(blob, rcu);
+}
+
 static void sframe_entry_free_rcu(struct rcu_head *rcu)
 {
 	struct sframe_entry *entry = container_of(rcu, struct sframe_entry, rcu);
 
-	kvfree(entry->data);
+	sframe_blob_put(entry->blob);
 	kfree(entry);
 }
 
@@ -249,7 +284,7 @@ static void sframe_mm_erase(struct sframe_mm *smm, struct sframe_entry *entry)
 	}
 	if (sframe_source_is_explicit(entry->range.source))
 		WRITE_ONCE(smm->nr_explicit, smm->nr_explicit - 1);
-	if (entry->data) {
+	if (entry->blob) {
 		smm->supplied_bytes -= entry->range.sec.sec_size;
 		atomic64_sub(entry->range.sec.sec_size, &sframe_supplied_total);
 	}
@@ -509,7 +544,7 @@ static int sframe_insert(struct mm_struct *mm, struct sframe_entry *entry)
 		ret = -ENOSPC;
 		goto out;
 	}
-	if (entry->data) {
+	if (entry->blob) {
 		ret = sframe_charge_supplied(smm, entry->range.sec.sec_size);
 		if (ret)
 			goto out;
@@ -523,7 +558,7 @@ static int sframe_insert(struct mm_struct *mm, struct sframe_entry *entry)
 					 entry->range.text_end - 1, entry,
 					 GFP_KERNEL_ACCOUNT);
 	if (ret) {
-		if (entry->data)
+		if (entry->blob)
 			sframe_uncharge_supplied(smm,
 						 entry->range.sec.sec_size);
 		goto out;
@@ -554,7 +589,7 @@ static struct sframe_entry *sframe_entry_new(u8 source)
 /* An entry that never made it into a registry. */
 static void sframe_entry_discard(struct sframe_entry *entry)
 {
-	kvfree(entry->data);
+	sframe_blob_put(entry->blob);
 	kfree(entry);
 }
 
@@ -586,18 +621,19 @@ int sframe_register_section(struct mm_struct *mm, u64 sframe_addr,
 	return sframe_add(mm, entry);
 }
 
-int sframe_supply_section(struct mm_struct *mm, void *data, u64 sframe_len,
-			  u64 sframe_addr, u64 text_start, u64 text_len)
+int sframe_supply_section(struct mm_struct *mm, struct sframe_blob *blob,
+			  u64 sframe_len, u64 sframe_addr, u64 text_start,
+			  u64 text_len)
 {
-	struct sframe_source src = { .kbase = data, .size = sframe_len };
+	struct sframe_source src = { .kbase = blob->data, .size = sframe_len };
 	struct sframe_entry *entry = sframe_entry_new(SFRAME_SOURCE_SUPPLIED);
 	int ret;
 
 	if (!entry) {
-		kvfree(data);
+		sframe_blob_put(blob);
 		return -ENOMEM;
 	}
-	entry->data = data;
+	entry->blob = blob;
 	ret = sframe_check_bounds(sframe_addr, sframe_len, text_start,
 				  text_len);
 	if (!ret)
@@ -673,8 +709,8 @@ int sframe_supplied_find_row(struct sframe_mm *smm, unsigned long pc,
 	/* The entry, and so its data, stays while we are in here. */
 	rcu_read_lock();
 	entry = mtree_load(&smm->sections, pc);
-	if (entry && entry->data) {
-		src.kbase = entry->data;
+	if (entry && entry->blob) {
+		src.kbase = entry->blob->data;
 		src.size = entry->range.sec.sec_size;
 		sec = entry->range.sec;
 		sec.src = &src;
@@ -722,78 +758,92 @@ int sframe_registry_list(struct mm_struct *mm, struct sframe_section_info *out,
 	return 0;
 }
 
-bool sframe_mm_has_explicit(struct mm_struct *mm)
-{
-	struct sframe_mm *smm;
-	bool ret;
+/* The registered and supplied entries of a process at one moment. */
+struct sframe_snapshot {
+	unsigned int n;
+	struct {
+		struct sframe_range range;
+		struct sframe_blob *blob; /* referenced */
+	} entries[];
+};
 
+struct sframe_snapshot *sframe_snapshot_take(struct mm_struct *mm, gfp_t gfp,
+					     bool *failed)
+{
+	struct sframe_snapshot *snap = NULL;
+	struct sframe_entry *entry;
+	unsigned long index = 0;
+	struct sframe_mm *smm;
+	unsigned int n, i = 0;
+
+	*failed = false;
 	rcu_read_lock();
 	smm = sframe_mm_find_rcu(mm);
-	ret = smm && READ_ONCE(smm->nr_explicit);
-	rcu_read_unlock();
-	return ret;
-}
-
-/* A copy of entry for another process: the same text, the same bytes. */
-static struct sframe_entry *sframe_entry_dup(const struct sframe_entry *entry)
-{
-	struct sframe_entry *copy = kmemdup(entry, sizeof(*entry),
-					    GFP_KERNEL_ACCOUNT);
-
-	if (!copy || !entry->data)
-		return copy;
-	copy->data = kvmalloc(entry->range.sec.sec_size, GFP_KERNEL_ACCOUNT);
-	if (!copy->data) {
-		kfree(copy);
-		return NULL;
+	n = smm ? READ_ONCE(smm->nr_explicit) : 0;
+	if (!n)
+		goto out;
+	snap = kmalloc(struct_size(snap, entries, n), gfp);
+	if (!snap) {
+		*failed = true;
+		goto out;
 	}
-	memcpy(copy->data, entry->data, entry->range.sec.sec_size);
-	return copy;
-}
-
-int sframe_registry_inherit(struct mm_struct *mm, struct mm_struct *parent_mm)
-{
-	struct sframe_entry *entry, **copies;
-	struct sframe_mm *parent;
-	unsigned long index = 0;
-	unsigned int n = 0, max, i;
-	int ret = 0;
-
-	parent = sframe_mm_find(parent_mm);
-	if (!parent)
-		return 0;
-	/* Copied under the parent's lock, inserted after it (no nesting). */
-	mutex_lock(&parent->lock);
-	max = parent->nr_explicit;
-	copies = kvcalloc(max ? max : 1, sizeof(*copies), GFP_KERNEL);
-	if (!copies) {
-		mutex_unlock(&parent->lock);
-		return -ENOMEM;
-	}
-	mt_for_each(&parent->sections, entry, index, ULONG_MAX) {
-		if (n == max || !sframe_source_is_explicit(entry->range.source))
-			continue;
-		copies[n] = sframe_entry_dup(entry);
-		if (!copies[n]) {
-			ret = -ENOMEM;
+	/*
+	 * Lock-free, like a lookup: an entry seen here stays readable until
+	 * the end of the RCU read side, and its blob referenced (the entry's
+	 * own reference is dropped only after a grace period).
+	 */
+	mt_for_each(&smm->sections, entry, index, ULONG_MAX) {
+		if (i == n)
 			break;
-		}
-		n++;
+		if (!sframe_source_is_explicit(entry->range.source))
+			continue;
+		snap->entries[i].range = entry->range;
+		snap->entries[i].blob = entry->blob;
+		if (entry->blob)
+			refcount_inc(&entry->blob->ref);
+		i++;
 	}
-	mutex_unlock(&parent->lock);
+	snap->n = i;
+out:
+	rcu_read_unlock();
+	return snap;
+}
+
+void sframe_snapshot_free(struct sframe_snapshot *snap)
+{
+	unsigned int i;
+
+	if (!snap)
+		return;
+	for (i = 0; i < snap->n; i++)
+		sframe_blob_put(snap->entries[i].blob);
+	kfree(snap);
+}
+
+int sframe_snapshot_apply(struct mm_struct *mm, struct sframe_snapshot *snap)
+{
+	struct sframe_entry *entry;
+	unsigned int i;
+	int ret = 0, err;
 
 	/*
-	 * The fork copied the address space: the text is where it was.  One
-	 * copy refused (a bound, EEXIST with what the child did meanwhile)
-	 * does not stop the others.
+	 * The fork copied the address space: the text and sections are where
+	 * they were.  One entry refused (a bound) does not stop the others.
 	 */
-	for (i = 0; i < n; i++) {
-		int err = sframe_add(mm, copies[i]);
-
+	for (i = 0; i < snap->n; i++) {
+		entry = sframe_entry_new(snap->entries[i].range.source);
+		if (!entry) {
+			ret = -ENOMEM;
+			continue;
+		}
+		entry->range = snap->entries[i].range;
+		entry->blob = snap->entries[i].blob;
+		snap->entries[i].blob = NULL; /* the entry's now */
+		err = sframe_add(mm, entry);
 		if (err && !ret)
 			ret = err;
 	}
-	kvfree(copies);
+	sframe_snapshot_free(snap);
 	return ret;
 }
 

@@ -47,13 +47,19 @@ void sframe_registry_exit(void);
 int sframe_register_section(struct mm_struct *mm, u64 sframe_addr,
 			    u64 sframe_len, u64 text_start, u64 text_len,
 			    u8 source);
+/* The bytes of a supplied section, reference counted. */
+struct sframe_blob;
+struct sframe_blob *sframe_blob_alloc(u64 len);
+void *sframe_blob_data(struct sframe_blob *blob);
+void sframe_blob_put(struct sframe_blob *blob);
 /*
- * Validate and add a section given by value (data: kvmalloc()ed, owned by
- * the registry from this call on, freed on error too) for mm, which may
- * be another process's.  Errors: see SFRAME_IOC_SUPPLY.
+ * Validate and add a section given by value (blob: its bytes; the caller's
+ * reference passes to the registry, and is dropped on error) for mm, which
+ * may be another process's.  Errors: see SFRAME_IOC_SUPPLY.
  */
-int sframe_supply_section(struct mm_struct *mm, void *data, u64 sframe_len,
-			  u64 sframe_addr, u64 text_start, u64 text_len);
+int sframe_supply_section(struct mm_struct *mm, struct sframe_blob *blob,
+			  u64 sframe_len, u64 sframe_addr, u64 text_start,
+			  u64 text_len);
 int sframe_unregister_section(struct mm_struct *mm, u64 text_start);
 /* Remember that the text at [start, end) has no .sframe (discovery). */
 int sframe_register_none(struct mm_struct *mm, unsigned long start,
@@ -82,15 +88,17 @@ int sframe_supplied_find_row(struct sframe_mm *smm, unsigned long pc,
 int sframe_registry_list(struct mm_struct *mm, struct sframe_section_info *out,
 			 u32 max, u32 *nr);
 /*
- * Whether mm has sections a program registered or a profiler supplied
- * (discovery redoes the rest by itself).  Any context.
+ * The sections of mm that a program registered or a profiler supplied
+ * (discovery finds the rest again by itself), as they are now, for a fork
+ * child.  Any context (gfp says how to allocate).  NULL when there are
+ * none, or with *failed set when there was no memory.
  */
-bool sframe_mm_has_explicit(struct mm_struct *mm);
-/*
- * Give mm (a fork child's, in the child) copies of the registered and
- * supplied sections of parent_mm, if it still has a registry.
- */
-int sframe_registry_inherit(struct mm_struct *mm, struct mm_struct *parent_mm);
+struct sframe_snapshot;
+struct sframe_snapshot *sframe_snapshot_take(struct mm_struct *mm, gfp_t gfp,
+					     bool *failed);
+/* Add the snapshot's sections to mm (the child's, in the child); frees it. */
+int sframe_snapshot_apply(struct mm_struct *mm, struct sframe_snapshot *snap);
+void sframe_snapshot_free(struct sframe_snapshot *snap);
 /* Bytes held by supplied sections, all processes. */
 u64 sframe_supplied_bytes(void);
 unsigned int sframe_mm_nr_sections(struct sframe_mm *smm);
