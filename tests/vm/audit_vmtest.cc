@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "chains.h"
 #include "libs/chain_lib.h"
 #include "vmtest.h"
 
@@ -41,18 +42,6 @@ using vmtest::kUnwindSelf;
 
 const bool kDiscoveryOffWhenRoot = vmtest::DiscoveryOffWhenRoot();
 
-std::vector<std::string> Cat(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-struct UnwindReq {
-  const sframe::Device* dev;
-  uint32_t flags = SFRAME_UNWIND_F_SFRAME;
-  uint32_t max_frames = 512;
-  sframe::UnwindResult result;
-};
-
 // The loaded objects (of the program's namespace) that have a .sframe to
 // register: what the audit library must have registered.
 std::vector<sframe::LoadedObject> SframeObjects() {
@@ -65,53 +54,7 @@ std::vector<sframe::LoadedObject> SframeObjects() {
 
 }  // namespace
 
-VMTEST_NOIPA static void DoUnwind(UnwindReq* r) {
-  r->result = r->dev->unwind_self(r->max_frames, r->flags);
-  VMTEST_BARRIER();
-}
-
 // ---- the children ----------------------------------------------------------
-
-VMTEST_NOIPA static int exe_c(UnwindReq* r) {
-  DoUnwind(r);
-  VMTEST_BARRIER();
-  return 3;
-}
-
-VMTEST_NOIPA static int exe_b(UnwindReq* r) {
-  int v = exe_c(r);
-  VMTEST_BARRIER();
-  return v + 1;
-}
-
-VMTEST_NOIPA static int exe_a(UnwindReq* r) {
-  int v = exe_b(r);
-  VMTEST_BARRIER();
-  return v + 1;
-}
-
-static void lib_callback(void* arg) {
-  DoUnwind(static_cast<UnwindReq*>(arg));
-  VMTEST_BARRIER();
-}
-
-// Into libvmtest_chain.so (linked) and back.
-VMTEST_NOIPA static int exe_calls_lib(UnwindReq* r) {
-  int v = lib_chain_a(&lib_callback, r);
-  VMTEST_BARRIER();
-  return v + 1;
-}
-
-static void dl_callback(void* arg) {
-  DoUnwind(static_cast<UnwindReq*>(arg));
-  VMTEST_BARRIER();
-}
-
-VMTEST_NOIPA static int exe_calls_dl(dl_chain_fn fn, UnwindReq* r) {
-  int v = fn(&dl_callback, r);
-  VMTEST_BARRIER();
-  return v + 1;
-}
 
 // What was registered at start; chains through the program and through a
 // linked library; then every object is unregistered by the text start

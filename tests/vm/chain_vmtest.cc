@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "chains.h"
 #include "libs/chain_lib.h"
 #include "vmtest.h"
 
@@ -40,45 +41,9 @@ using vmtest::RunChild;
 // As root the suite runs with discovery off, as a user with it on.
 const bool kDiscoveryOffWhenRoot = vmtest::DiscoveryOffWhenRoot();
 
-std::vector<std::string> Cat(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-// What a chain's innermost function does.
-struct UnwindReq {
-  const sframe::Device* dev;
-  uint32_t flags = SFRAME_UNWIND_F_SFRAME;
-  uint32_t max_frames = 512;
-  sframe::UnwindResult result;
-};
-
 }  // namespace
 
-VMTEST_NOIPA static void DoUnwind(UnwindReq* r) {
-  r->result = r->dev->unwind_self(r->max_frames, r->flags);
-  VMTEST_BARRIER();
-}
-
 // ---- chains in the executable ---------------------------------------------
-
-VMTEST_NOIPA static int exe_c(UnwindReq* r) {
-  r->result = r->dev->unwind_self(r->max_frames, r->flags);
-  VMTEST_BARRIER();
-  return 3;
-}
-
-VMTEST_NOIPA static int exe_b(UnwindReq* r) {
-  int v = exe_c(r);
-  VMTEST_BARRIER();
-  return v + 1;
-}
-
-VMTEST_NOIPA static int exe_a(UnwindReq* r) {
-  int v = exe_b(r);
-  VMTEST_BARRIER();
-  return v + 1;
-}
 
 VMTEST_CHILD(exe_chain) {
   (void)arg;
@@ -102,8 +67,9 @@ TEST(ChainTest, ExecutableSframeOnly) {
   ChildResult r = RunChild("exe_chain");
   ASSERT_EQ(r.exit_status, 0) << r.output;
   const Chain& c = r.chains["sframe"];
-  EXPECT_TRUE(ChainIs(c, Cat({kUnwindSelf, "exe_c", "exe_b", "exe_a"}, ChildTail("exe_chain")),
-                      r.main_return));
+  EXPECT_TRUE(
+      ChainIs(c, Cat({kUnwindSelf, "DoUnwind", "exe_c", "exe_b", "exe_a"}, ChildTail("exe_chain")),
+              r.main_return));
   EXPECT_EQ(c.stop, StopReason::kNoCoverage) << c.Describe();
   // Every step but the one that would leave libc is an SFrame step.
   EXPECT_EQ(c.nr_sframe, c.frames.size() - 1);
@@ -117,7 +83,8 @@ TEST(ChainTest, ExecutableAllMethodsStartsTheSame) {
   // Up to libc the chain is SFrame's; what the frame-pointer fallback finds
   // in libc (no frame pointers there) is not defined.
   EXPECT_TRUE(ChainStartsWith(
-      c, Cat({kUnwindSelf, "exe_c", "exe_b", "exe_a"}, ChildTail("exe_chain")), r.main_return));
+      c, Cat({kUnwindSelf, "DoUnwind", "exe_c", "exe_b", "exe_a"}, ChildTail("exe_chain")),
+      r.main_return));
   EXPECT_GE(c.nr_sframe, 7u) << c.Describe();
 }
 
@@ -128,8 +95,9 @@ TEST(ChainTest, NothingRegisteredIsCoveredOnlyByDiscovery) {
   ASSERT_EQ(r.exit_status, 0) << r.output;
   const Chain& c = r.chains["unregistered"];
   if (vmtest::DiscoveryEnabled()) {
-    EXPECT_TRUE(ChainIs(c, Cat({kUnwindSelf, "exe_c", "exe_b", "exe_a"}, ChildTail("exe_chain")),
-                        r.main_return));
+    EXPECT_TRUE(ChainIs(
+        c, Cat({kUnwindSelf, "DoUnwind", "exe_c", "exe_b", "exe_a"}, ChildTail("exe_chain")),
+        r.main_return));
     EXPECT_EQ(c.nr_sframe, c.frames.size() - 1);
   } else {
     EXPECT_TRUE(ChainIs(c, {kUnwindSelf}));
@@ -139,17 +107,6 @@ TEST(ChainTest, NothingRegisteredIsCoveredOnlyByDiscovery) {
 }
 
 // ---- through a linked shared library and the PLT ---------------------------
-
-static void lib_callback(void* arg) {
-  DoUnwind(static_cast<UnwindReq*>(arg));
-  VMTEST_BARRIER();
-}
-
-VMTEST_NOIPA static int exe_calls_lib(UnwindReq* r) {
-  int v = lib_chain_a(&lib_callback, r);  // through the executable's PLT
-  VMTEST_BARRIER();
-  return v + 1;
-}
 
 VMTEST_CHILD(shared_lib_chain) {
   sframe::Device dev(vmtest::DevicePath());
@@ -243,17 +200,6 @@ TEST(ChainTest, CallsReallyGoThroughThePlt) {
 }
 
 // ---- through a dlopen()ed library ------------------------------------------
-
-static void dl_callback(void* arg) {
-  DoUnwind(static_cast<UnwindReq*>(arg));
-  VMTEST_BARRIER();
-}
-
-VMTEST_NOIPA static int exe_calls_dl(dl_chain_fn fn, UnwindReq* r) {
-  int v = fn(&dl_callback, r);
-  VMTEST_BARRIER();
-  return v + 1;
-}
 
 VMTEST_CHILD(dlopen_chain) {
   (void)arg;
