@@ -392,7 +392,9 @@ class FdeWriter {
     f.pc_mask = true;
     f.rep_size = static_cast<uint8_t>(m.rep);
     f.signal_frame = signal_ && version_ == 3;
-    const bool split = m.threshold > 0 && m.threshold < m.rep;
+    // A second row where the block has one (and the FDE reaches it: an FRE
+    // starts inside its function).
+    const bool split = m.threshold > 0 && m.threshold < m.rep && m.threshold < f.func_size;
     f.fres.push_back(FreSpec{0, true, m.at(start), {}, false, {}, false, {}, true});
     if (split) {
       f.fres.push_back(FreSpec{m.threshold, true, m.base + m.add, {}, false, {}, false, {}, true});
@@ -499,7 +501,10 @@ GeneratedSframe generate_sframe_from_eh_frame(const uint8_t* data, size_t size,
   for (size_t i = 0; i < fdes.size(); i++) {
     const CfiFde& f = fdes[i];
     st.fdes++;
-    st.fde_bytes += f.pc_end - f.pc_begin;
+    // Saturated: ranges of garbage FDEs can sum past 2^64.
+    if (__builtin_add_overflow(st.fde_bytes, f.pc_end - f.pc_begin, &st.fde_bytes)) {
+      st.fde_bytes = std::numeric_limits<uint64_t>::max();
+    }
     w.start_fde(f.signal_frame);
     uint64_t covered_rows = 0;
     for (size_t k = f.first_row; k < f.first_row + f.num_rows; k++) {

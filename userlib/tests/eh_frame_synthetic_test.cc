@@ -277,7 +277,16 @@ TEST(GenerateSynthetic, PltExpressionBecomesPcMask) {
   EXPECT_EQ(body->rep_size, 16);
   EXPECT_EQ(body->func_start, 0x2010u);
   EXPECT_EQ(body->num_fres, 2u);
-  // IBT PLT (threshold 10) and a rule with no threshold inside the block.
+  // A last block shorter than the threshold: its FDE has one row (found by
+  // the fuzzer: an FRE past the end of its function does not validate).
+  const GeneratedSframe g1 = gen(build({Cie{}}, {Fde{0x2004, 0xe, plt}}));
+  Decoded d1(g1);
+  ASSERT_TRUE(d1.ok());
+  for (uint64_t pc = 0x2004; pc < 0x2012; pc++) {
+    expect_sp(d1.row(pc), 8 + ((pc & 15) >= 11 ? 8 : 0), "short PLT");
+  }
+  EXPECT_FALSE(d1.row(0x2012));
+  // IBT PLT (threshold 10).
   const std::vector<uint8_t> ibt = {0x0f, 0x0b, 0x77, 0x08, 0x80, 0x00, 0x3f,
                                     0x1a, 0x3a, 0x2a, 0x33, 0x24, 0x22};
   const GeneratedSframe g2 = gen(build({Cie{}}, {Fde{0x3000, 0x40, ibt}}));
