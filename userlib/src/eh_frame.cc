@@ -375,7 +375,6 @@ class FdeWriter {
     if (open_ && end_ != start) close();
     if (!open_) {
       open_ = true;
-      start_ = start;
       flex_ = false;
       rules_.clear();
     }
@@ -438,7 +437,6 @@ class FdeWriter {
   bool signal_ = false;
   bool open_ = false;
   bool flex_ = false;
-  uint64_t start_ = 0;
   uint64_t end_ = 0;
   std::vector<std::pair<uint64_t, Rule>> rules_;
   uint64_t fdes_ = 0;
