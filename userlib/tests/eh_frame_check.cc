@@ -485,6 +485,7 @@ AsCompare compare_with_assembler(const std::string& path, const sframe::Generate
       out.both++;
       if (!same_row(ra, rg)) {
         out.disagreements++;
+        out.disagreement_functions[fns.name(pc)]++;
         if (out.examples.size() < 20) {
           char buf[64];
           std::snprintf(buf, sizeof(buf), "0x%" PRIx64 " ", pc);

@@ -44,6 +44,7 @@ struct AsCompare {
   uint64_t as_only = 0;         // covered by gas's only
   // The functions (symbols) holding PCs of the last two kinds, with counts.
   std::map<std::string, uint64_t> generated_only_functions, as_only_functions;
+  std::map<std::string, uint64_t> disagreement_functions;
   std::vector<std::string> examples;
 };
 

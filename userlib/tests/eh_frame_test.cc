@@ -165,6 +165,8 @@ TEST(SystemBinaryDetails, LdSoNeedsVersion3ForItsTrampolines) {
 struct Prog {
   const char* name;
   uint8_t version;  // expected
+  // PCs where gas's (here ld's) section is wrong: the IBT PLT of ld 2.40.
+  uint64_t ld_wrong = 0;
 };
 
 void PrintTo(const Prog& p, std::ostream* os) { *os << p.name; }
@@ -191,22 +193,28 @@ TEST_P(TestProgram, AgreesWithDwarfAndWithGas) {
   for (const auto& [fn, n] : a.as_only_functions) {
     std::printf("[ gas      ]   gas only: %s (%" PRIu64 " bytes)\n", fn.c_str(), n);
   }
-  for (const std::string& e : a.examples) ADD_FAILURE() << e;
-  EXPECT_EQ(a.disagreements, 0u);
+  if (GetParam().ld_wrong == 0) {
+    for (const std::string& e : a.examples) ADD_FAILURE() << e;
+  }
+  EXPECT_EQ(a.disagreements, GetParam().ld_wrong);
+  // Only in the PLT sections, which have no symbols.
+  for (const auto& [fn, n] : a.disagreement_functions) EXPECT_EQ(fn, "(no symbol)") << n;
   EXPECT_GT(a.both, 0u);
   // gas covers nothing the generator does not: everything it writes comes
   // from the same CFI.
   EXPECT_EQ(a.as_only, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Gas, TestProgram,
-                         ::testing::Values(Prog{"gen_shapes_O2", 2}, Prog{"gen_shapes_fp", 2},
-                                           Prog{"gen_shapes_O0", 2}, Prog{"gen_shapes_so", 2},
-                                           Prog{"gen_many_funcs", 2}, Prog{"gen_drap", 3},
-                                           Prog{"gen_cxx", 2}),
-                         [](const ::testing::TestParamInfo<Prog>& info) {
-                           return std::string(info.param.name);
-                         });
+// ld 2.40 writes the IBT PLT's SFrame with the non-IBT threshold (11
+// instead of 9: offsets 9 and 10 of its 4 entries), and PLT0's rows for the
+// first 16 bytes of .plt.sec, where the CFA is RSP + 8 (endbr64; jmp).  The
+// generated rows there are libdw's, and the code's.
+INSTANTIATE_TEST_SUITE_P(
+    Gas, TestProgram,
+    ::testing::Values(Prog{"gen_shapes_O2", 2}, Prog{"gen_shapes_fp", 2}, Prog{"gen_shapes_O0", 2},
+                      Prog{"gen_shapes_so", 2}, Prog{"gen_shapes_ibt", 2, 4 * 2 + 16},
+                      Prog{"gen_many_funcs", 2}, Prog{"gen_drap", 3}, Prog{"gen_cxx", 2}),
+    [](const ::testing::TestParamInfo<Prog>& info) { return std::string(info.param.name); });
 
 // What gas 2.40 leaves out and the generator covers, function by function.
 TEST(TestProgramDetails, GeneratorCoversWhatGasSkips) {
