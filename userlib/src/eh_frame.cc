@@ -459,6 +459,8 @@ GeneratedSframe generate_sframe_from_eh_frame(const uint8_t* data, size_t size,
   std::vector<CfiFde> fdes;
   std::vector<CfiRow> rows;
   internal::EhFrameReader(data, size, eh_frame_vaddr, object).read_all(fdes, rows);
+  // Free Pascal's programs have an empty .eh_frame: nothing to describe.
+  if (fdes.empty()) throw Error(ENODATA, op::kGenerate, object, "no FDE in .eh_frame");
 
   GeneratedSframe out;
   out.section_vaddr = text_vaddr;

@@ -79,8 +79,8 @@ struct GeneratedSframe {
 //     EOPNOTSUPP  not a 64-bit x86-64 executable or shared object (ET_REL
 //                 included), or an .eh_frame feature this reader does not
 //                 handle (CIE version, pointer encoding)
-//     ENODATA     no .eh_frame (neither the section nor PT_GNU_EH_FRAME), or
-//                 no executable PT_LOAD
+//     ENODATA     no .eh_frame (neither the section nor PT_GNU_EH_FRAME), no
+//                 FDE in it, or no executable PT_LOAD
 //     EBADMSG     malformed .eh_frame or .eh_frame_hdr (entries, CIE
 //                 pointers, operands or the section's bytes out of bounds)
 // The .eh_frame is found by its section header, or without section headers
@@ -90,7 +90,8 @@ GeneratedSframe generate_sframe(const std::string& elf_path, const GenerateOptio
 // The same from .eh_frame bytes already in memory: data[0, size) as the
 // program sees them at eh_frame_vaddr, for the executable text [text_vaddr,
 // text_vaddr + text_len).  object names the source in errors.  build_id is
-// left empty.  For tests and fuzzing.
+// left empty.  Throws as generate_sframe() (op::kGenerate, object).  For
+// tests and fuzzing.
 GeneratedSframe generate_sframe_from_eh_frame(const uint8_t* data, size_t size,
                                               uint64_t eh_frame_vaddr, uint64_t text_vaddr,
                                               uint64_t text_len, const GenerateOptions& opts = {},
