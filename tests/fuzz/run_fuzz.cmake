@@ -1,5 +1,7 @@
-# Runs fuzz_sframe for SECONDS from the seeds in SEEDS; fails on a crash.
+# Runs a fuzzer (fuzz_sframe, fuzz_eh_frame) for SECONDS from the seeds in
+# SEEDS; fails on a crash.
 #   cmake -DFUZZER=... -DSEEDS=... -DWORK=... -DSECONDS=60 -P run_fuzz.cmake
+get_filename_component(name ${FUZZER} NAME)
 file(REMOVE_RECURSE ${WORK}/corpus)
 file(MAKE_DIRECTORY ${WORK}/corpus ${WORK}/artifacts)
 execute_process(
@@ -9,7 +11,7 @@ execute_process(
           ${WORK}/corpus ${SEEDS}
   RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "fuzz_sframe failed (exit ${rc}); inputs in "
+  message(FATAL_ERROR "${name} failed (exit ${rc}); inputs in "
                       "${WORK}/artifacts")
 endif()
-message(STATUS "fuzz_sframe: ${SECONDS} s without a finding")
+message(STATUS "${name}: ${SECONDS} s without a finding")

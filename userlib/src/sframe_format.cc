@@ -48,6 +48,56 @@ uint8_t offset_size_code(int32_t v) {
   return 2;
 }
 
+// The same for an unsigned control word of a flexible FRE.
+uint8_t ctl_size_code(uint32_t v) {
+  if (v <= 0xff) return 0;
+  if (v <= 0xffff) return 1;
+  return 2;
+}
+
+// A v3 flexible-FDE control word: register, dereference, register-based.
+uint32_t flex_ctl(uint32_t reg, bool deref, bool reg_p) {
+  return (reg << 3) | (uint32_t{deref} << 1) | uint32_t{reg_p};
+}
+
+constexpr uint8_t kDwarfRbp = 6;
+constexpr uint8_t kDwarfRsp = 7;
+
+// The data words of an FRE that has some (not ra_undefined): the CFA offset
+// and maybe the FP offset, or for a flexible FDE control words and offsets.
+struct FreWords {
+  int64_t v[6] = {};
+  size_t n = 0;
+  uint8_t size_code = 0;
+  void add_offset(int32_t x) {
+    v[n++] = x;
+    size_code = std::max(size_code, offset_size_code(x));
+  }
+  void add_ctl(uint32_t x) {
+    v[n++] = x;
+    size_code = std::max(size_code, ctl_size_code(x));
+  }
+};
+
+// flex: a version 3 flexible FDE.
+FreWords fre_words(const FreSpec& fre, bool flex) {
+  FreWords w;
+  if (!flex) {
+    w.add_offset(fre.cfa_offset);
+    if (fre.fp_offset) w.add_offset(*fre.fp_offset);
+    return w;
+  }
+  const uint8_t cfa_reg = fre.cfa_reg.value_or(fre.cfa_base_sp ? kDwarfRsp : kDwarfRbp);
+  w.add_ctl(flex_ctl(cfa_reg, fre.cfa_deref, true));
+  w.add_offset(fre.cfa_offset);
+  if (fre.fp_offset) {
+    w.add_ctl(0);  // RA: padding, the fixed RA offset applies
+    w.add_ctl(fre.fp_reg ? flex_ctl(*fre.fp_reg, fre.fp_deref, true) : flex_ctl(0, true, false));
+    w.add_offset(*fre.fp_offset);
+  }
+  return w;
+}
+
 }  // namespace
 
 std::optional<SectionHeader> parse_header(const void* data, size_t len) {
@@ -156,16 +206,11 @@ uint8_t SectionBuilder::fre_type_of(const FdeSpec& fde) {
   return 2;
 }
 
-size_t SectionBuilder::fre_bytes(const FdeSpec& fde, const FreSpec& fre) {
+size_t SectionBuilder::fre_bytes(const FdeSpec& fde, const FreSpec& fre) const {
   size_t start_bytes = size_t{1} << fre_type_of(fde);
   if (fre.ra_undefined) return start_bytes + 1;
-  int32_t biggest = fre.cfa_offset;
-  size_t n = 1;
-  if (fre.fp_offset) {
-    n = 2;
-    if (offset_size_code(*fre.fp_offset) > offset_size_code(biggest)) biggest = *fre.fp_offset;
-  }
-  return start_bytes + 1 + n * (size_t{1} << offset_size_code(biggest));
+  const FreWords w = fre_words(fre, version_ == 3 && fde.flex);
+  return start_bytes + 1 + w.n * (size_t{1} << w.size_code);
 }
 
 std::vector<FdeSpec> SectionBuilder::ordered() const {
@@ -222,6 +267,7 @@ void SectionBuilder::build_into(void* dst, uint64_t section_addr) const {
   for (const auto& fde : fdes) {
     const uint8_t fre_type = fre_type_of(fde);
     const uint8_t info = static_cast<uint8_t>(((fde.pc_mask ? 1 : 0) << 4) | (fre_type & 0xf));
+    const bool flex = version_ == 3 && fde.flex;
     const uint64_t field_addr = section_addr + static_cast<uint64_t>(p - base);
     const int64_t start =
         static_cast<int64_t>(fde.func_start - (rel_to_field ? field_addr : section_addr));
@@ -231,8 +277,8 @@ void SectionBuilder::build_into(void* dst, uint64_t section_addr) const {
       put32(p, fde.func_size);
       put32(p, fre_off);
       put16(q, static_cast<uint16_t>(fde.fres.size()));
-      put8(q, info);
-      put8(q, 0);  // FDE type: default
+      put8(q, static_cast<uint8_t>(info | (fde.signal_frame ? 0x80 : 0)));
+      put8(q, flex ? 1 : 0);  // FDE type: flexible or default
       put8(q, fde.rep_size);
     } else {
       put32(p, static_cast<uint32_t>(static_cast<int32_t>(start)));
@@ -261,21 +307,19 @@ void SectionBuilder::build_into(void* dst, uint64_t section_addr) const {
         put8(q, fre.cfa_base_sp ? 1 : 0);
         continue;
       }
-      uint8_t size_code = offset_size_code(fre.cfa_offset);
-      if (fre.fp_offset) size_code = std::max(size_code, offset_size_code(*fre.fp_offset));
-      const uint8_t count = fre.fp_offset ? 2 : 1;
-      put8(q, static_cast<uint8_t>((size_code << 5) | (count << 1) | (fre.cfa_base_sp ? 1 : 0)));
-      auto put_off = [&](int32_t v) {
-        if (size_code == 0) {
-          put8(q, static_cast<uint8_t>(static_cast<int8_t>(v)));
-        } else if (size_code == 1) {
-          put16(q, static_cast<uint16_t>(static_cast<int16_t>(v)));
+      const FreWords w = fre_words(fre, flex);
+      const bool base_sp = flex && fre.cfa_reg ? *fre.cfa_reg == kDwarfRsp : fre.cfa_base_sp;
+      put8(q, static_cast<uint8_t>((w.size_code << 5) | (w.n << 1) | (base_sp ? 1 : 0)));
+      for (size_t k = 0; k < w.n; k++) {
+        const int64_t v = w.v[k];
+        if (w.size_code == 0) {
+          put8(q, static_cast<uint8_t>(v));
+        } else if (w.size_code == 1) {
+          put16(q, static_cast<uint16_t>(v));
         } else {
           put32(q, static_cast<uint32_t>(v));
         }
-      };
-      put_off(fre.cfa_offset);
-      if (fre.fp_offset) put_off(*fre.fp_offset);
+      }
     }
   }
 }

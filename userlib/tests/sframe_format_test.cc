@@ -175,6 +175,99 @@ TEST(SframeFormatTest, DecoderSeesRaUndefinedAsOutermost) {
   }
 }
 
+// Version 3 flexible FDEs: DRAP's CFA = R10 + 0, then CFA = *(RBP - 16)
+// with the caller's RBP at *(RBP + 0); a 2-byte control word (register
+// 40); an FP kept in a register; the signal-frame bit.  Outside version 3
+// the flexible fields are ignored.
+TEST(SframeFormatTest, BuilderWritesFlexibleFdes) {
+  FreSpec entry;
+  FreSpec r10;
+  r10.start_off = 4;
+  r10.cfa_reg = 10;
+  r10.cfa_offset = 0;
+  FreSpec drap;
+  drap.start_off = 0x10;
+  drap.cfa_reg = 6;
+  drap.cfa_deref = true;
+  drap.cfa_offset = -16;
+  drap.fp_reg = 6;
+  drap.fp_offset = 0;
+  FreSpec saved;
+  saved.start_off = 0x20;
+  saved.cfa_base_sp = false;
+  saved.cfa_offset = 16;
+  saved.fp_offset = -16;  // at CFA - 16, written as a control word 2 pair
+  FreSpec wide;
+  wide.start_off = 0x30;
+  wide.cfa_reg = 40;
+  wide.cfa_offset = 1000;
+  wide.fp_reg = 3;
+  wide.fp_deref = false;
+  wide.fp_offset = 0;
+  FdeSpec flex{0x1000, 0x40, {entry, r10, drap, saved, wide}, false, 0, {}};
+  flex.flex = true;
+  FdeSpec sig{0x1100, 0x10, {entry}, false, 0, {}};
+  sig.signal_frame = true;
+  for (uint8_t version : {2, 3}) {
+    SCOPED_TRACE(int(version));
+    SectionBuilder b(version, true);
+    b.add_fde(flex).add_fde(sig);
+    std::vector<uint8_t> bytes = b.build(0x2000);
+    ASSERT_EQ(bytes.size(), b.size());
+    Decoded d = decode(bytes, 0x2000);
+    ASSERT_EQ(d.init, 0);
+    EXPECT_EQ(sframe_validate(&d.sec, 0x1000, 0x200), 0);
+    sframe_fde fde;
+    ASSERT_EQ(sframe_find_fde(&d.sec, 0x1000, &fde), 0);
+    EXPECT_EQ(fde.flex, version == 3 ? 1 : 0);
+    sframe_row row;
+    ASSERT_EQ(sframe_find_row(&d.sec, 0x1110, &row), -ENOENT);
+    ASSERT_EQ(sframe_find_row(&d.sec, 0x1100, &row), 0);
+    EXPECT_EQ(row.signal_frame, version == 3);
+    ASSERT_EQ(sframe_find_row(&d.sec, 0x1000, &row), 0);
+    EXPECT_EQ(row.cfa_reg, SFRAME_REG_RSP);
+    EXPECT_EQ(row.cfa_offset, 8);
+    EXPECT_EQ(row.fp.kind, SFRAME_LOC_SAME);
+    ASSERT_EQ(sframe_find_row(&d.sec, 0x1020, &row), 0);
+    EXPECT_EQ(row.cfa_reg, SFRAME_REG_RBP);
+    EXPECT_FALSE(row.cfa_deref);
+    EXPECT_EQ(row.cfa_offset, 16);
+    EXPECT_EQ(row.ra.kind, SFRAME_LOC_CFA_OFFSET);
+    EXPECT_EQ(row.ra.offset, -8);
+    EXPECT_EQ(row.fp.kind, SFRAME_LOC_CFA_OFFSET);
+    EXPECT_EQ(row.fp.offset, -16);
+    if (version != 3) {
+      // Default FREs: the CFA falls back to cfa_base_sp, the FP to CFA +
+      // fp_offset.
+      ASSERT_EQ(sframe_find_row(&d.sec, 0x1004, &row), 0);
+      EXPECT_EQ(row.cfa_reg, SFRAME_REG_RSP);
+      EXPECT_EQ(row.cfa_offset, 0);
+      continue;
+    }
+    ASSERT_EQ(sframe_find_row(&d.sec, 0x1004, &row), 0);
+    EXPECT_EQ(row.cfa_reg, 10);
+    EXPECT_FALSE(row.cfa_deref);
+    EXPECT_EQ(row.cfa_offset, 0);
+    EXPECT_EQ(row.fp.kind, SFRAME_LOC_SAME);
+    ASSERT_EQ(sframe_find_row(&d.sec, 0x101f, &row), 0);
+    EXPECT_EQ(row.cfa_reg, SFRAME_REG_RBP);
+    EXPECT_TRUE(row.cfa_deref);
+    EXPECT_EQ(row.cfa_offset, -16);
+    EXPECT_EQ(row.ra.kind, SFRAME_LOC_CFA_OFFSET);
+    EXPECT_EQ(row.ra.offset, -8);
+    EXPECT_EQ(row.fp.kind, SFRAME_LOC_REG_OFFSET);
+    EXPECT_EQ(row.fp.reg, SFRAME_REG_RBP);
+    EXPECT_TRUE(row.fp.deref);
+    EXPECT_EQ(row.fp.offset, 0);
+    ASSERT_EQ(sframe_find_row(&d.sec, 0x103f, &row), 0);
+    EXPECT_EQ(row.cfa_reg, 40);
+    EXPECT_EQ(row.cfa_offset, 1000);
+    EXPECT_EQ(row.fp.kind, SFRAME_LOC_REG_OFFSET);
+    EXPECT_EQ(row.fp.reg, 3);
+    EXPECT_FALSE(row.fp.deref);
+  }
+}
+
 // FRE bytes of each FDE of a decoded section, in FDE order.  The linker
 // may put FREs in another order than the FDEs (it appends the PLT's), so the
 // blocks are cut at the sorted FRE offsets.

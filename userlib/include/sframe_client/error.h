@@ -29,6 +29,7 @@ inline constexpr const char kGetStats[] = "stats";
 inline constexpr const char kMmap[] = "mmap";
 inline constexpr const char kReadElf[] = "read ELF";
 inline constexpr const char kFindObject[] = "find object";
+inline constexpr const char kGenerate[] = "generate SFrame";
 }  // namespace op
 
 class Error : public std::system_error {

@@ -3,6 +3,7 @@
 #define SFRAME_CLIENT_SFRAME_CLIENT_H
 
 #include "sframe_client/device.h"
+#include "sframe_client/eh_frame.h"
 #include "sframe_client/error.h"
 #include "sframe_client/fd.h"
 #include "sframe_client/objects.h"

@@ -86,12 +86,26 @@ bool relocate_section(void* data, size_t len, uint64_t old_addr, uint64_t new_ad
 // One frame row entry (AMD64): CFA = (SP or FP) + cfa_offset, RA at CFA-8,
 // caller's FP at CFA + fp_offset if given.  ra_undefined writes an FRE with
 // no offsets: the outermost frame (versions 2 and 3).
+//
+// In a version 3 flexible FDE (FdeSpec::flex) the FRE is written as pairs of
+// a control word and an offset (CFA, then RA as a padding word when the FP
+// follows, then FP), and can also say:
+//  - cfa_reg: CFA = DWARF register cfa_reg + cfa_offset (default: RSP or RBP
+//    as cfa_base_sp says), loaded from that address if cfa_deref;
+//  - fp_reg (with fp_offset): the caller's FP is fp_reg + *fp_offset, loaded
+//    from that address if fp_deref (e.g. DRAP's *(RBP + 0)); without fp_reg
+//    it is saved at CFA + *fp_offset as in default FDEs.
+// These fields are ignored outside flexible FDEs.
 struct FreSpec {
   uint32_t start_off = 0;
   bool cfa_base_sp = true;
   int32_t cfa_offset = 8;
   std::optional<int32_t> fp_offset;
   bool ra_undefined = false;
+  std::optional<uint8_t> cfa_reg = std::nullopt;
+  bool cfa_deref = false;
+  std::optional<uint8_t> fp_reg = std::nullopt;
+  bool fp_deref = true;
 };
 
 struct FdeSpec {
@@ -103,6 +117,10 @@ struct FdeSpec {
   // FRE start-offset width: 0 = ADDR1, 1 = ADDR2, 2 = ADDR4; nullopt: the
   // smallest that holds func_size.
   std::optional<uint8_t> fre_type;
+  // Version 3 only: a flexible FDE (SFRAME_FDE_TYPE_FLEX, see FreSpec), and
+  // the signal-frame bit of the attribute record's info byte.
+  bool flex = false;
+  bool signal_frame = false;
 };
 
 class SectionBuilder {
@@ -148,7 +166,7 @@ class SectionBuilder {
   std::vector<FdeSpec> ordered() const;
   size_t fde_size() const;
   static uint8_t fre_type_of(const FdeSpec& fde);
-  static size_t fre_bytes(const FdeSpec& fde, const FreSpec& fre);
+  size_t fre_bytes(const FdeSpec& fde, const FreSpec& fre) const;
 
   uint8_t version_;
   uint8_t flags_;
