@@ -559,49 +559,6 @@ GeneratedSframe generate_sframe_from_eh_frame(const uint8_t* data, size_t size,
 
 namespace {
 
-std::string hex(const uint8_t* p, size_t n) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string s;
-  s.reserve(2 * n);
-  for (size_t i = 0; i < n; i++) {
-    s += kDigits[p[i] >> 4];
-    s += kDigits[p[i] & 0xf];
-  }
-  return s;
-}
-
-// The NT_GNU_BUILD_ID descriptor in a note data block, or empty.
-std::string build_id_in(Elf_Data* data) {
-  if (data == nullptr) return {};
-  GElf_Nhdr nh;
-  size_t off = 0, name_off, desc_off, next;
-  while ((next = gelf_getnote(data, off, &nh, &name_off, &desc_off)) > 0) {
-    const auto* b = static_cast<const uint8_t*>(data->d_buf);
-    if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 &&
-        std::memcmp(b + name_off, "GNU", 4) == 0 && nh.n_descsz > 0) {
-      return hex(b + desc_off, nh.n_descsz);
-    }
-    off = next;
-  }
-  return {};
-}
-
-std::string find_build_id(Elf* elf, const std::vector<GElf_Phdr>& phdrs) {
-  for (const GElf_Phdr& ph : phdrs) {
-    if (ph.p_type != PT_NOTE) continue;
-    std::string id = build_id_in(
-        elf_getdata_rawchunk(elf, static_cast<int64_t>(ph.p_offset), ph.p_filesz, ELF_T_NHDR));
-    if (!id.empty()) return id;
-  }
-  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn != nullptr; scn = elf_nextscn(elf, scn)) {
-    GElf_Shdr sh;
-    if (gelf_getshdr(scn, &sh) == nullptr || sh.sh_type != SHT_NOTE) continue;
-    std::string id = build_id_in(elf_getdata(scn, nullptr));
-    if (!id.empty()) return id;
-  }
-  return {};
-}
-
 struct EhFrameBytes {
   const uint8_t* data = nullptr;
   size_t size = 0;
@@ -738,7 +695,7 @@ GeneratedSframe generate_sframe(const std::string& elf_path, const GenerateOptio
 
   GeneratedSframe out = generate_sframe_from_eh_frame(
       eh_frame->data, eh_frame->size, eh_frame->vaddr, text_lo, text_hi - text_lo, opts, elf_path);
-  out.build_id = find_build_id(elf, phdrs);
+  out.build_id = internal::elf_build_id(file);
   return out;
 }
 

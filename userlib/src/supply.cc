@@ -22,43 +22,6 @@
 namespace sframe {
 namespace {
 
-// The executable text (hull of the PF_X PT_LOADs) and the address of file
-// offset 0, in the file's own virtual addresses.
-struct ElfLayout {
-  uint64_t text_lo = UINT64_MAX;
-  uint64_t text_hi = 0;
-  uint64_t image_vaddr = 0;
-};
-
-ElfLayout read_layout(const std::string& path) {
-  internal::ElfFile elf(path);
-  size_t phnum = 0;
-  if (elf_getphdrnum(elf.get(), &phnum) != 0) {
-    throw Error(ENOEXEC, op::kReadElf, path, "no program headers");
-  }
-  ElfLayout l;
-  bool have_load = false;
-  uint64_t lowest_load = UINT64_MAX;
-  for (size_t i = 0; i < phnum; i++) {
-    GElf_Phdr ph;
-    if (gelf_getphdr(elf.get(), static_cast<int>(i), &ph) == nullptr || ph.p_type != PT_LOAD)
-      continue;
-    if (ph.p_vaddr < lowest_load) {
-      lowest_load = ph.p_vaddr;
-      l.image_vaddr = ph.p_vaddr - ph.p_offset;
-      have_load = true;
-    }
-    if ((ph.p_flags & PF_X) && ph.p_memsz != 0) {
-      l.text_lo = std::min<uint64_t>(l.text_lo, ph.p_vaddr);
-      l.text_hi = std::max<uint64_t>(l.text_hi, ph.p_vaddr + ph.p_memsz);
-    }
-  }
-  if (!have_load || l.text_hi <= l.text_lo) {
-    throw Error(ENOEXEC, op::kReadElf, path, "no executable PT_LOAD segment");
-  }
-  return l;
-}
-
 std::string canonical(const std::string& path) {
   char buf[PATH_MAX];
   return ::realpath(path.c_str(), buf) ? std::string(buf) : path;
@@ -94,7 +57,7 @@ uint64_t load_bias_in_process(pid_t pid, const std::string& path, uint64_t image
 }
 
 SuppliedSection supply_file_sframe(const Device& dev, pid_t pid, const std::string& path) {
-  const ElfLayout layout = read_layout(path);
+  const internal::ElfLayout layout = internal::read_elf_layout(internal::ElfFile(path));
   const FileSframe f = read_sframe_from_file(path);
   const uint64_t bias = load_bias_in_process(pid, path, layout.image_vaddr);
   SuppliedSection s;

@@ -10,9 +10,15 @@
 // exec, so no sample of it is missed; recording ends when it exits.
 // -q prints the summary only; -u unwinds with SFrame only (no frame-pointer
 // fallback).
+//
+// With -p or -- COMMAND, every object the target maps without a .sframe of
+// its own gets SFrame made from its .eh_frame (cached by build id, see
+// sframe_cache.h) and supplied to the module for the target, at the start
+// and again as the target maps more (dlopen, exec); -E turns that off.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,7 +46,7 @@ uint64_t now_ms() {
 
 int record_usage() {
   std::fprintf(stderr,
-               "usage: sframe-client record [-F HZ] [-d SECONDS] [-q] [-u] "
+               "usage: sframe-client record [-F HZ] [-d SECONDS] [-q] [-u] [-E] "
                "(-p PID | -a | -- COMMAND [ARGS...])\n");
   return 2;
 }
@@ -80,7 +86,7 @@ int cmd_record(int argc, char** argv) {
   uint64_t hz = 1000;
   double seconds = 0;
   pid_t pid = 0;
-  bool all = false, quiet = false, sframe_only = false;
+  bool all = false, quiet = false, sframe_only = false, eh_frame = true;
   int cmd_at = -1;
   for (int i = 0; i < argc; i++) {
     std::string a = argv[i];
@@ -99,6 +105,8 @@ int cmd_record(int argc, char** argv) {
       quiet = true;
     } else if (a == "-u") {
       sframe_only = true;
+    } else if (a == "-E") {
+      eh_frame = false;
     } else {
       return record_usage();
     }
@@ -135,8 +143,8 @@ int cmd_record(int argc, char** argv) {
   sframe::PerfEventOptions po;
   po.frequency = hz;
   po.enable_on_exec = command;
-  sframe::PerfEvent ev = all ? sframe::PerfEvent::open_all_cpus(po)
-                             : sframe::PerfEvent::open_process(pid, po);
+  sframe::PerfEvent ev =
+      all ? sframe::PerfEvent::open_all_cpus(po) : sframe::PerfEvent::open_process(pid, po);
   sframe::SessionOptions so;
   if (sframe_only) so.unwind_flags = SFRAME_UNWIND_F_SFRAME;
   sframe::Session session = sframe::Session::start(
@@ -155,6 +163,70 @@ int cmd_record(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 
+  const uint64_t start = now_ms();
+  // SFrame for what the target maps without .sframe.
+  sframe::Device dev;
+  sframe::SframeCache cache;
+  std::unique_ptr<sframe::ProcessCoverage> coverage;
+  if (eh_frame && !all) coverage = std::make_unique<sframe::ProcessCoverage>(dev, pid, &cache);
+  uint64_t next_coverage = 0;
+  // Set when the target starts (after prepare()): refresh often at first.
+  uint64_t eager_until = 0;
+  // A command is covered once it has exec'd: before, it is a copy of us.
+  struct stat self_exe {};
+  ::stat("/proc/self/exe", &self_exe);
+  auto exec_done = [&] {
+    struct stat st;
+    const std::string exe = "/proc/" + std::to_string(pid) + "/exe";
+    return ::stat(exe.c_str(), &st) != 0 || st.st_ino != self_exe.st_ino ||
+           st.st_dev != self_exe.st_dev;
+  };
+  auto cover = [&] {
+    if (!coverage || now_ms() < next_coverage) return;
+    if (command && !exec_done()) return;
+    // Often at first, while a command execs and maps its libraries.
+    next_coverage = now_ms() + (now_ms() < eager_until ? 10 : 250);
+    try {
+      const sframe::CoverageUpdate u = coverage->refresh();
+      if (!u.generated.empty() || !u.from_file.empty()) {
+        timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        std::fprintf(stderr,
+                     "sframe-client record: supplied SFrame for %zu objects (%zu made from "
+                     ".eh_frame), %" PRIu64 " bytes, at %ld.%09ld\n",
+                     u.generated.size() + u.from_file.size(), u.generated.size(), u.supplied_bytes,
+                     static_cast<long>(ts.tv_sec), static_cast<long>(ts.tv_nsec));
+        printer.sym.forget_process(pid);
+      }
+      for (const auto& [object, why] : u.failed) {
+        std::fprintf(stderr, "sframe-client record: %s not covered: %s\n", object.c_str(),
+                     why.c_str());
+      }
+    } catch (const sframe::Error&) {
+      // The target is gone (or exec'ing): the loop below notices.
+    }
+  };
+
+  if (command && coverage) {
+    // The program's path as execvp() will find it.
+    std::string program = argv[cmd_at];
+    if (program.find('/') == std::string::npos) {
+      const char* path = std::getenv("PATH");
+      std::string dirs = path ? path : "/usr/bin:/bin";
+      for (size_t at = 0; at <= dirs.size();) {
+        size_t end = dirs.find(':', at);
+        if (end == std::string::npos) end = dirs.size();
+        const std::string candidate = dirs.substr(at, end - at) + "/" + program;
+        if (::access(candidate.c_str(), X_OK) == 0) {
+          program = candidate;
+          break;
+        }
+        at = end + 1;
+      }
+    }
+    coverage->prepare(program);
+  }
+  eager_until = now_ms() + 500;
   if (command) {
     char c = 'g';
     if (write(go.get(), &c, 1) != 1) throw sframe::Error(errno, "start", argv[cmd_at]);
@@ -163,7 +235,6 @@ int cmd_record(int argc, char** argv) {
     ev.enable();
   }
 
-  const uint64_t start = now_ms();
   const uint64_t end = seconds > 0 ? start + static_cast<uint64_t>(seconds * 1000) : UINT64_MAX;
   uint64_t samples = 0, lost_records = 0;
   int child_status = -1;
@@ -181,7 +252,8 @@ int cmd_record(int argc, char** argv) {
   };
   bool stop = false;
   while (!stop && !g_interrupted && now_ms() < end) {
-    consume(100);
+    cover();
+    consume(coverage && now_ms() < eager_until ? 10 : 100);
     if (command) {
       int st;
       pid_t r = waitpid(pid, &st, WNOHANG);
@@ -208,15 +280,15 @@ int cmd_record(int argc, char** argv) {
   const sframe::SessionStats st = session.stats();
   const sframe::PerfCounts pc = ev.counts();
   const double secs = double(now_ms() - start) / 1000.0;
-  std::fprintf(stderr,
-               "sframe-client record: %.2f s, %" PRIu64 " Hz: %" PRIu64 " samples, %" PRIu64
-               " records read, %" PRIu64 " lost (buffer full), %" PRIu64
-               " lost at capture, %" PRIu64 " user unwinds; perf counted %" PRIu64
-               " samples; %.1f bytes per record; kernel addresses %s\n",
-               secs, hz, st.samples, samples, st.lost, st.lost_capture, st.unwinds, pc.samples,
-               samples ? double(session.bytes_read()) / double(samples) : 0.0,
-               session.kernel_visible() ? (printer.ksym ? "shown" : "shown (no kallsyms)")
-                                        : "hidden");
+  std::fprintf(
+      stderr,
+      "sframe-client record: %.2f s, %" PRIu64 " Hz: %" PRIu64 " samples, %" PRIu64
+      " records read, %" PRIu64 " lost (buffer full), %" PRIu64 " lost at capture, %" PRIu64
+      " user unwinds; perf counted %" PRIu64
+      " samples; %.1f bytes per record; kernel addresses %s\n",
+      secs, hz, st.samples, samples, st.lost, st.lost_capture, st.unwinds, pc.samples,
+      samples ? double(session.bytes_read()) / double(samples) : 0.0,
+      session.kernel_visible() ? (printer.ksym ? "shown" : "shown (no kallsyms)") : "hidden");
   (void)lost_records;
   if (command && child_status >= 0) {
     if (WIFEXITED(child_status)) return WEXITSTATUS(child_status);

@@ -9,12 +9,18 @@
 //                                 (with --fdes, one line per FDE)
 //   sframe-client dump FILE       every FDE and row of FILE's .sframe, in the
 //                                 shape of readelf --sframe
+//   sframe-client gen ELF -o FILE [-3]
+//                                 SFrame made from ELF's .eh_frame, written
+//                                 to FILE (an ELF file `dump` reads); -3
+//                                 makes version 3
 //   sframe-client list [PID]      what the module has for a process: each
 //                                 entry's text, source (registered,
 //                                 discovered, supplied, none), coverage
 //   sframe-client supply PID FILE...
 //                                 hand the .sframe of each FILE (as mapped
 //                                 in PID) to the module for PID
+#include <time.h>
+
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -45,6 +51,7 @@ int usage(FILE* out) {
 #ifdef SFRAME_CLIENT_HAVE_DECODER
                "       sframe-client sections [--fdes] FILE\n"
                "       sframe-client dump FILE\n"
+               "       sframe-client gen ELF -o FILE [-3]\n"
 #endif
   );
   return out == stderr ? 2 : 0;
@@ -115,6 +122,48 @@ int cmd_list(int argc, char** argv) {
   }
   std::printf("%zu entries, %" PRIu64 " text bytes, %" PRIu64 " covered by FDEs\n", entries.size(),
               text, covered);
+  return 0;
+}
+
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
+}
+
+double percent(uint64_t part, uint64_t whole) { return whole ? 100.0 * part / whole : 100.0; }
+
+int cmd_gen(int argc, char** argv) {
+  const char *in = nullptr, *out = nullptr;
+  sframe::GenerateOptions opts;
+  for (int i = 0; i < argc; i++) {
+    if (std::strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
+      out = argv[++i];
+    } else if (std::strcmp(argv[i], "-3") == 0) {
+      opts.version = 3;
+    } else if (!in) {
+      in = argv[i];
+    } else {
+      return usage(stderr);
+    }
+  }
+  if (!in || !out) return usage(stderr);
+  const uint64_t t0 = now_ns();
+  sframe::GeneratedSframe g = sframe::generate_sframe(in, opts);
+  const uint64_t t1 = now_ns();
+  sframe::write_sframe_file(out, g, sframe::identify_file(in));
+  const sframe::GenerateStats& st = g.stats;
+  std::printf("%s: SFrame version %u, %zu bytes (.eh_frame %" PRIu64 " bytes), %" PRIu64
+              " FDEs, %" PRIu64 " FREs, made in %.1f ms\n",
+              in, g.version, g.bytes.size(), st.eh_frame_size, st.sframe_fdes, st.sframe_fres,
+              (t1 - t0) / 1e6);
+  std::printf("  .eh_frame FDEs: %" PRIu64 ", covered %" PRIu64 " (%.2f%%), partly %" PRIu64
+              ", not %" PRIu64 "; text bytes covered %.2f%%\n",
+              st.fdes, st.fdes_covered, percent(st.fdes_covered, st.fdes), st.fdes_partial,
+              st.fdes_uncovered, percent(st.covered_bytes, st.fde_bytes));
+  for (const auto& [why, rows] : st.uncovered_reasons) {
+    std::printf("  uncovered rows: %" PRIu64 " %s\n", rows, why.c_str());
+  }
   return 0;
 }
 
@@ -194,6 +243,7 @@ int main(int argc, char** argv) {
 #ifdef SFRAME_CLIENT_HAVE_DECODER
     if (cmd == "sections") return cmd_sections(argc - 2, argv + 2);
     if (cmd == "dump") return cmd_dump(argc - 2, argv + 2);
+    if (cmd == "gen") return cmd_gen(argc - 2, argv + 2);
 #endif
     if (cmd == "-h" || cmd == "--help" || cmd == "help") return usage(stdout);
   } catch (const std::exception& e) {

@@ -40,8 +40,10 @@ inline bool IsRoot() { return geteuid() == 0; }
 
 class Workload {
  public:
-  // Starts session_workload ARGS..., waits for its "ready" line.
-  static std::unique_ptr<Workload> Start(const std::vector<std::string>& args, std::string* err) {
+  // Starts program (next to the test program) ARGS..., waits for its
+  // "ready" line.
+  static std::unique_ptr<Workload> Start(const std::vector<std::string>& args, std::string* err,
+                                         const std::string& program = "session_workload") {
     auto w = std::unique_ptr<Workload>(new Workload);
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) {
@@ -54,7 +56,7 @@ class Workload {
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, wr.get(), 1);
     posix_spawn_file_actions_adddup2(&fa, wr.get(), 2);
-    std::string exe = vmtest::NextToSelf("session_workload");
+    std::string exe = vmtest::NextToSelf(program);
     std::vector<std::string> all{exe};
     all.insert(all.end(), args.begin(), args.end());
     std::vector<char*> argv;
@@ -68,7 +70,7 @@ class Workload {
     }
     wr.reset();
     if (!w->WaitFor("ready", 1, 20000)) {
-      *err = "session_workload did not get ready; its output:\n" + w->output_;
+      *err = program + " did not get ready; its output:\n" + w->output_;
       return nullptr;
     }
     return w;

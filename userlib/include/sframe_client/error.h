@@ -30,6 +30,7 @@ inline constexpr const char kMmap[] = "mmap";
 inline constexpr const char kReadElf[] = "read ELF";
 inline constexpr const char kFindObject[] = "find object";
 inline constexpr const char kGenerate[] = "generate SFrame";
+inline constexpr const char kWriteCache[] = "write SFrame file";
 }  // namespace op
 
 class Error : public std::system_error {
