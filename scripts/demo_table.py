@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""The comparison table of `make demo`, from what scripts/demo-guest.sh left
+in one directory:
+
+  baseline.out                 "elapsed_ns N" lines of runs without profiling
+  sframe-prof.out, .folded     the run under sframe-prof, its folded stacks
+  sframe-prof.data             its data file
+  perf-fp.out, .script, .data  the run under perf record --call-graph fp
+  perf-dwarf.out, .script, .data   ... --call-graph dwarf
+
+A sample counts as complete when its stack reaches the root of the work:
+main on the main thread, demo_thread on the others.  Prints Markdown.
+"""
+import os
+import re
+import statistics
+import sys
+
+ROOTS = {"main", "demo_thread"}
+COMM = "demo_workload"
+
+
+def elapsed(path):
+    try:
+        with open(path) as f:
+            return [int(m.group(1)) for m in re.finditer(r"elapsed_ns (\d+)", f.read())]
+    except OSError:
+        return []
+
+
+def function(frame):
+    """The function of a frame name: no offset, no clone suffix, no [k]."""
+    name = frame.split("+0x")[0]
+    name = re.sub(r"\.(constprop|part|isra|cold)\.\d+.*$", "", name)
+    return name.split("(")[0]
+
+
+def folded_counts(path):
+    total = complete = 0
+    with open(path) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if not line:
+                continue
+            stack, _, count = line.rpartition(" ")
+            frames = stack.split(";")
+            if frames[0] != COMM:
+                continue
+            n = int(count)
+            total += n
+            if any(function(fr) in ROOTS for fr in frames):
+                complete += n
+    return total, complete
+
+
+def perf_counts(path):
+    """perf script output: a header line per sample, then one line per
+    frame ("\\t addr sym+off (dso)"), then a blank line."""
+    total = complete = 0
+    sample = None
+    frames = []
+
+    def flush():
+        nonlocal total, complete
+        if sample is not None and sample.startswith(COMM):
+            total += 1
+            if any(function(fr) in ROOTS for fr in frames):
+                complete += 1
+
+    with open(path, errors="replace") as f:
+        for line in f:
+            if not line.strip():
+                flush()
+                sample, frames = None, []
+            elif line[0] in " \t":
+                parts = line.split()
+                if len(parts) >= 2:
+                    frames.append(parts[1])
+            else:
+                flush()
+                sample, frames = line.strip(), []
+    flush()
+    return total, complete
+
+
+def main():
+    d = sys.argv[1]
+    p = lambda name: os.path.join(d, name)
+    base = elapsed(p("baseline.out"))
+    base_ns = statistics.median(base) if base else None
+    rows = []
+    for label, out, data, counter, source in [
+        ("**sframe-prof** (SFrame from .eh_frame)", "sframe-prof.out", "sframe-prof.data",
+         folded_counts, "sframe-prof.folded"),
+        ("perf --call-graph fp", "perf-fp.out", "perf-fp.data", perf_counts, "perf-fp.script"),
+        ("perf --call-graph dwarf", "perf-dwarf.out", "perf-dwarf.data", perf_counts,
+         "perf-dwarf.script"),
+    ]:
+        try:
+            total, complete = counter(p(source))
+        except OSError:
+            rows.append(f"| {label} | (no data) | | | |")
+            continue
+        t = elapsed(p(out))
+        slowdown = (f"{100.0 * (t[0] / base_ns - 1):+.1f} %" if t and base_ns else "?")
+        size = os.path.getsize(p(data)) if os.path.exists(p(data)) else 0
+        share = f"{100.0 * complete / total:.1f} % ({complete}/{total})" if total else "no samples"
+        per = f"{size / total:.0f}" if total else "?"
+        rows.append(f"| {label} | {share} | {per} | {slowdown} |")
+    print("| profiler | samples whose stack reaches main / demo_thread | bytes per sample "
+          "(data file) | workload slowdown |")
+    print("|---|---|---|---|")
+    for r in rows:
+        print(r)
+    if base:
+        print()
+        print(f"Baseline: median of {len(base)} unprofiled runs, "
+              f"{base_ns / 1e9:.2f} s. Slowdown: one profiled run against it.")
+
+
+if __name__ == "__main__":
+    main()
