@@ -249,9 +249,25 @@ function fg_init() {
   fg_hash();
   svg.setAttribute("data-ready", "1");
 }
+// The URL fragment: search=REGEX and zoom=REGEX (the first frame, depth
+// first, that REGEX matches), URI-encoded, separated by '&'.
 function fg_hash() {
-  var m = /^#search=(.*)$/.exec(window.location.hash);
-  if (m) fg_search(decodeURIComponent(m[1]));
+  var h = window.location.hash.substring(1), parts = h ? h.split("&") : [];
+  for (var i = 0; i < parts.length; i++) {
+    var eq = parts[i].indexOf("="), v;
+    if (eq < 0) continue;
+    try { v = decodeURIComponent(parts[i].substring(eq + 1)); } catch (e) { continue; }
+    var k = parts[i].substring(0, eq);
+    if (k === "search") fg_search(v);
+    else if (k === "zoom") fg_zoom_to(v);
+  }
+}
+function fg_zoom_to(src) {
+  var re;
+  try { re = new RegExp(src); } catch (e) { return; }
+  for (var i = 1; i < fg.frames.length; i++) {
+    if (re.test(fg.frames[i].name)) { fg_zoom(fg.frames[i]); return; }
+  }
 }
 function fg_zoom(z) {
   if (z.d === 0) { fg_unzoom(); return; }
@@ -270,6 +286,7 @@ function fg_zoom(z) {
     }
   }
   fg_el("unzoom").classList.remove("hide");
+  document.documentElement.setAttribute("data-zoomed", z.name);
 }
 function fg_unzoom() {
   var W = CFG.width, T = CFG.total;
@@ -279,6 +296,7 @@ function fg_unzoom() {
     fg_place(f, CFG.pad + f.s / T * W, f.c / T * W);
   }
   fg_el("unzoom").classList.add("hide");
+  document.documentElement.removeAttribute("data-zoomed");
 }
 function fg_clear() {
   var svg = document.documentElement;

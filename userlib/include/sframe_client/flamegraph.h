@@ -19,8 +19,11 @@
 //   - "Search" (top right): prompts for a JavaScript regular expression; the
 //     frames whose name it matches (the root "all" excepted) turn magenta
 //     and the share of the samples under them shows bottom right ("Clear"
-//     ends the search).  A URL fragment #search=REGEX (URI-encoded) searches
-//     at load time.
+//     ends the search).
+//   - the URL fragment, at load time and when it changes: #search=REGEX
+//     searches, #zoom=REGEX zooms into the first frame (depth first, the
+//     root excepted) that REGEX matches; both URI-encoded, joined by '&'
+//     (#zoom=main&search=malloc).
 //
 // Kernel frames are those whose name ends in "_[k]" (perf's and
 // flamegraph.pl's mark; the name is shown as is): drawn in blues, the others
@@ -36,7 +39,9 @@
 // of frames matched) and data-matched-pct (e.g. "12.50"), marks each
 // matching frame's group with the class "m" (class="f m"; every frame's
 // group has the class "f"), and writes "Matched: 12.50%" into the text
-// element with the id "matched".
+// element with the id "matched".  A zoom sets data-zoomed (the frame's
+// name) and gives the groups of the frames it hides the class "hide", those
+// of the zoomed frame's ancestors the class "parent".
 #ifndef SFRAME_CLIENT_FLAMEGRAPH_H
 #define SFRAME_CLIENT_FLAMEGRAPH_H
 
