@@ -21,6 +21,9 @@ PKGS=(
 	qemu-system-x86 busybox-static cpio xz-utils zstd util-linux coreutils
 	# perf record, the comparison of bench/profile_vmbench in the VM
 	linux-perf
+	# the flame graph's tests: its SVG parsed as XML (userlib/tests), and
+	# its script run by a headless browser (userlib/tests/flamegraph_browser_test.sh)
+	libxml2-dev chromium
 )
 
 missing=()

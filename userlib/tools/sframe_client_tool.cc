@@ -19,13 +19,19 @@
 //   sframe-client supply PID FILE...
 //                                 hand the .sframe of each FILE (as mapped
 //                                 in PID) to the module for PID
+//   sframe-client flamegraph [-t TITLE] [FOLDED_FILE] > out.svg
+//                                 an interactive SVG flame graph of folded
+//                                 stacks ("a;b;c COUNT" lines, stdin if no
+//                                 file; see sframe_client/flamegraph.h)
 #include <time.h>
 
+#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <string>
 
 #include "sframe_client/sframe_client.h"
@@ -48,6 +54,7 @@ int usage(FILE* out) {
                "(-p PID | -a | -- COMMAND [ARGS...])\n"
                "       sframe-client list [PID]\n"
                "       sframe-client supply PID FILE...\n"
+               "       sframe-client flamegraph [-t TITLE] [FOLDED_FILE] > out.svg\n"
 #ifdef SFRAME_CLIENT_HAVE_DECODER
                "       sframe-client sections [--fdes] FILE\n"
                "       sframe-client dump FILE\n"
@@ -179,6 +186,34 @@ int cmd_supply(int argc, char** argv) {
   return 0;
 }
 
+int cmd_flamegraph(int argc, char** argv) {
+  sframe::FlamegraphOptions opts;
+  const char* path = nullptr;
+  for (int i = 0; i < argc; i++) {
+    if (std::strcmp(argv[i], "-t") == 0 && i + 1 < argc) {
+      opts.title = argv[++i];
+    } else if (!path && (argv[i][0] != '-' || argv[i][1] == '\0')) {
+      path = argv[i];
+    } else {
+      return usage(stderr);
+    }
+  }
+  sframe::FoldedStacks stacks;
+  if (!path || std::strcmp(path, "-") == 0) {
+    stacks = sframe::parse_folded(std::cin);
+  } else {
+    std::ifstream in(path);
+    if (!in) throw sframe::Error(errno ? errno : ENOENT, "open", path);
+    stacks = sframe::parse_folded(in);
+  }
+  const std::string svg = sframe::render_flamegraph_svg(stacks, opts);
+  if (std::fwrite(svg.data(), 1, svg.size(), stdout) != svg.size() || std::fflush(stdout) != 0) {
+    std::fprintf(stderr, "sframe-client: writing the SVG: %s\n", std::strerror(errno));
+    return 1;
+  }
+  return 0;
+}
+
 #ifdef SFRAME_CLIENT_HAVE_DECODER
 int cmd_sections(int argc, char** argv) {
   bool fdes = false;
@@ -240,6 +275,7 @@ int main(int argc, char** argv) {
     if (cmd == "record") return cmd_record(argc - 2, argv + 2);
     if (cmd == "list") return cmd_list(argc - 2, argv + 2);
     if (cmd == "supply") return cmd_supply(argc - 2, argv + 2);
+    if (cmd == "flamegraph") return cmd_flamegraph(argc - 2, argv + 2);
 #ifdef SFRAME_CLIENT_HAVE_DECODER
     if (cmd == "sections") return cmd_sections(argc - 2, argv + 2);
     if (cmd == "dump") return cmd_dump(argc - 2, argv + 2);

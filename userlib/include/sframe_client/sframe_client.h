@@ -7,6 +7,7 @@
 #include "sframe_client/eh_frame.h"
 #include "sframe_client/error.h"
 #include "sframe_client/fd.h"
+#include "sframe_client/flamegraph.h"
 #include "sframe_client/objects.h"
 #include "sframe_client/perf_event.h"
 #include "sframe_client/session.h"
