@@ -269,6 +269,7 @@ int cmd_record(int argc, char** argv) {
   if (command) {
     child->start();
   } else {
+    if (coverage) coverage->refresh();  // covered before the first sample
     ev.enable();
   }
 
