@@ -83,7 +83,7 @@ std::string ReadFile(const std::string& path) {
 
 TEST(ProfTest, RecordsACommandAndReportsFoldedStacksAndTop) {
   if (!CanProfile()) GTEST_SKIP() << "perf not allowed to this user (PermissionError covers it)";
-  const Result rec = Prof("record -F 2000 -o prof.data -- " + Workload() + " 3");
+  const Result rec = Prof("record -F 2000 -o prof.data -- " + Workload() + " 6");
   ASSERT_EQ(rec.status, 0) << rec.output;
   EXPECT_NE(rec.output.find("sframe-prof: "), std::string::npos) << rec.output;
   EXPECT_NE(rec.output.find(" samples, "), std::string::npos) << rec.output;
@@ -125,7 +125,8 @@ TEST(ProfTest, RecordsARunningProcessUntilItExits) {
   ASSERT_TRUE(w) << err;
   const Result rec = Prof("record -F 2000 -o pid.data -p " + std::to_string(w->pid()));
   ASSERT_EQ(rec.status, 0) << rec.output;
-  // Gone by now: the report works from the file's snapshots alone.
+  // A zombie until reaped here (the recorder takes that for an exit); the
+  // report works from the file's snapshots alone.
   EXPECT_EQ(w->Wait(), 0);
   const Result folded = Prof("report --folded -i pid.data");
   ASSERT_EQ(folded.status, 0) << folded.output;

@@ -63,6 +63,17 @@ std::string read_line_of(const std::string& path) {
 
 std::string boot_id() { return read_line_of("/proc/sys/kernel/random/boot_id"); }
 
+// Whether pid has exited: no such process, or a zombie its parent has not
+// reaped yet.
+bool process_gone(pid_t pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return true;
+  const std::string stat = read_line_of("/proc/" + std::to_string(pid) + "/stat");
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= stat.size()) return true;
+  const char state = stat[paren + 2];
+  return state == 'Z' || state == 'X';
+}
+
 // What a user can do about an error, or "" when the message says it all.
 std::string advice(const sframe::Error& e, const std::string& device) {
   const int err = e.err();
@@ -309,7 +320,7 @@ int cmd_record(int argc, char** argv) {
         child_status = st;
         break;
       }
-    } else if (!all && kill(pid, 0) != 0 && errno == ESRCH) {
+    } else if (!all && process_gone(pid)) {
       break;
     }
   }
