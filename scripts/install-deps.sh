@@ -6,7 +6,38 @@
 # --no-install-recommends, running `apt-get update` first only if the package
 # lists are absent or a missing package has no install candidate, and again
 # once if the install fails (stale lists).  Non-interactive.
+#
+# Then the test tools from npm, pinned, into .cache/npm of the tree (see
+# npm_tools below): missing npm or network only skips the tests using them.
 set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# speedscope's importer reads sframe-prof's folded output in userlib_test
+# (userlib/tests/speedscope_folded.js).
+NPM_PREFIX=$ROOT/.cache/npm
+NPM_PKGS=(speedscope@1.25.0)
+npm_tools() {
+	local pkg name version have
+	if ! command -v npm >/dev/null; then
+		echo "install-deps: npm not found: tests using ${NPM_PKGS[*]} will be skipped"
+		return 0
+	fi
+	for pkg in "${NPM_PKGS[@]}"; do
+		name=${pkg%@*}
+		version=${pkg##*@}
+		have=$(sed -n 's/^  "version": "\(.*\)",$/\1/p' \
+			"$NPM_PREFIX/node_modules/$name/package.json" 2>/dev/null || true)
+		if [[ $have == "$version" ]]; then
+			echo "install-deps: npm $pkg present"
+			continue
+		fi
+		if npm install --prefix "$NPM_PREFIX" --no-audit --no-fund --no-save "$pkg"; then
+			echo "install-deps: npm $pkg installed in $NPM_PREFIX"
+		else
+			echo "install-deps: npm install $pkg failed: tests using it will be skipped" >&2
+		fi
+	done
+}
 
 PKGS=(
 	# build
@@ -34,6 +65,7 @@ for p in "${PKGS[@]}"; do
 done
 if [[ ${#missing[@]} -eq 0 ]]; then
 	echo "install-deps: all ${#PKGS[@]} packages present"
+	npm_tools
 	exit 0
 fi
 echo "install-deps: missing: ${missing[*]}"
@@ -83,3 +115,4 @@ if [[ ${#still[@]} -gt 0 ]]; then
 	exit 1
 fi
 echo "install-deps: installed ${missing[*]}"
+npm_tools

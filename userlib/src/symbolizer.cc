@@ -33,8 +33,8 @@ struct LoadSegment {
 
 struct Symbolizer::Table {
   using Entry = SymbolEntry;
-  bool full = false;           // from a .symtab
-  std::vector<Entry> entries;  // sorted by value
+  bool full = false;               // from a .symtab
+  std::vector<Entry> entries;      // sorted by value
   std::vector<LoadSegment> loads;  // PT_LOAD headers
 };
 
@@ -262,29 +262,49 @@ bool Symbolizer::load_process(pid_t pid) {
 void Symbolizer::forget_process(pid_t pid) {
   std::lock_guard<std::mutex> lock(mu_);
   maps_.erase(pid);
+  from_data_.erase(pid);
 }
 
-bool Symbolizer::load_process_locked(pid_t pid) {
-  FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/maps").c_str(), "re");
+void Symbolizer::add_mapping(pid_t pid, uint64_t start, uint64_t end, uint64_t offset,
+                             const std::string& path) {
+  std::lock_guard<std::mutex> lock(mu_);
+  from_data_.insert(pid);
+  std::vector<Mapping>& maps = maps_[pid];
+  maps.erase(std::remove_if(maps.begin(), maps.end(),
+                            [&](const Mapping& m) { return m.start < end && start < m.end; }),
+             maps.end());
+  maps.push_back({start, end, offset, path});
+}
+
+bool read_file_mappings(pid_t pid, std::vector<FileMapping>* out) {
+  out->clear();
+  FILE* f = std::fopen(
+      ("/proc/" + (pid ? std::to_string(pid) : std::string("self")) + "/maps").c_str(), "re");
   if (!f) return false;
-  std::vector<Mapping> maps;
   char line[4096 + 128];
   while (std::fgets(line, sizeof(line), f)) {
     unsigned long long start, end, offset;
     char perms[8];
     int path_at = 0;
-    if (std::sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &start, &end, perms, &offset,
-                    &path_at) < 4 ||
+    if (std::sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &start, &end, perms, &offset, &path_at) <
+            4 ||
         path_at == 0) {
       continue;
     }
     std::string path = line + path_at;
     while (!path.empty() && (path.back() == '\n' || path.back() == ' ')) path.pop_back();
     if (path.empty() || path[0] != '/') continue;  // anonymous, [vdso], [stack]
-    maps.push_back({start, end, offset, path});
+    out->push_back({start, end, offset, std::strchr(perms, 'x') != nullptr, path});
   }
   std::fclose(f);
-  if (maps.empty()) return false;
+  return true;
+}
+
+bool Symbolizer::load_process_locked(pid_t pid) {
+  std::vector<FileMapping> files;
+  if (!read_file_mappings(pid, &files) || files.empty()) return false;
+  std::vector<Mapping> maps;
+  for (FileMapping& m : files) maps.push_back({m.start, m.end, m.offset, std::move(m.path)});
   maps_[pid] = std::move(maps);
   return true;
 }
@@ -297,7 +317,7 @@ const Symbolizer::Mapping* Symbolizer::find_mapping(pid_t pid, uint64_t address)
         if (address >= m.start && address < m.end) return &m;
       }
     }
-    if (attempt == 0 && !load_process_locked(pid)) break;
+    if (attempt == 0 && (from_data_.count(pid) || !load_process_locked(pid))) break;
   }
   return nullptr;
 }

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "launch.h"
 #include "sframe_client/sframe_client.h"
 
 namespace {
@@ -38,11 +39,7 @@ namespace {
 volatile sig_atomic_t g_interrupted = 0;
 void on_sigint(int) { g_interrupted = 1; }
 
-uint64_t now_ms() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return uint64_t(ts.tv_sec) * 1000u + uint64_t(ts.tv_nsec) / 1000000u;
-}
+using tools::now_ms;
 
 int record_usage() {
   std::fprintf(stderr,
@@ -114,31 +111,13 @@ int cmd_record(int argc, char** argv) {
   const bool command = cmd_at >= 0 && cmd_at < argc;
   if (hz == 0 || (int(command) + int(pid > 0) + int(all)) != 1) return record_usage();
 
-  // -- COMMAND: a child that waits for the go before it execs.
-  sframe::UniqueFd go;
+  // -- COMMAND: a child that waits for the go before it execs.  If anything
+  // below throws, the stopped child sees EOF and exits.
+  std::unique_ptr<tools::StoppedCommand> child;
   if (command) {
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) throw sframe::Error(errno, "pipe", "");
-    std::fflush(nullptr);
-    pid = fork();
-    if (pid < 0) throw sframe::Error(errno, "fork", argv[cmd_at]);
-    if (pid == 0) {
-      close(fds[1]);
-      char c;
-      ssize_t n;
-      do {
-        n = read(fds[0], &c, 1);
-      } while (n < 0 && errno == EINTR);
-      if (n != 1) _exit(127);  // the parent gave up
-      execvp(argv[cmd_at], argv + cmd_at);
-      std::fprintf(stderr, "sframe-client record: exec %s: %s\n", argv[cmd_at],
-                   std::strerror(errno));
-      _exit(127);
-    }
-    close(fds[0]);
-    go.reset(fds[1]);
+    child = std::make_unique<tools::StoppedCommand>(argv + cmd_at, "sframe-client record");
+    pid = child->pid();
   }
-  // If anything below throws, the stopped child sees EOF and exits.
 
   sframe::PerfEventOptions po;
   po.frequency = hz;
@@ -165,72 +144,17 @@ int cmd_record(int argc, char** argv) {
 
   const uint64_t start = now_ms();
   // SFrame for what the target maps without .sframe.
-  sframe::Device dev;
-  sframe::SframeCache cache;
-  std::unique_ptr<sframe::ProcessCoverage> coverage;
-  if (eh_frame && !all) coverage = std::make_unique<sframe::ProcessCoverage>(dev, pid, &cache);
-  uint64_t next_coverage = 0;
-  // Set when the target starts (after prepare()): refresh often at first.
-  uint64_t eager_until = 0;
-  // A command is covered once it has exec'd: before, it is a copy of us.
-  struct stat self_exe {};
-  ::stat("/proc/self/exe", &self_exe);
-  auto exec_done = [&] {
-    struct stat st;
-    const std::string exe = "/proc/" + std::to_string(pid) + "/exe";
-    return ::stat(exe.c_str(), &st) != 0 || st.st_ino != self_exe.st_ino ||
-           st.st_dev != self_exe.st_dev;
-  };
-  auto cover = [&] {
-    if (!coverage || now_ms() < next_coverage) return;
-    if (command && !exec_done()) return;
-    // Often at first, while a command execs and maps its libraries.
-    next_coverage = now_ms() + (now_ms() < eager_until ? 10 : 250);
-    try {
-      const sframe::CoverageUpdate u = coverage->refresh();
-      if (!u.generated.empty() || !u.from_file.empty()) {
-        timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        std::fprintf(stderr,
-                     "sframe-client record: supplied SFrame for %zu objects (%zu made from "
-                     ".eh_frame), %" PRIu64 " bytes, at %ld.%09ld\n",
-                     u.generated.size() + u.from_file.size(), u.generated.size(), u.supplied_bytes,
-                     static_cast<long>(ts.tv_sec), static_cast<long>(ts.tv_nsec));
-        printer.sym.forget_process(pid);
-      }
-      for (const auto& [object, why] : u.failed) {
-        std::fprintf(stderr, "sframe-client record: %s not covered: %s\n", object.c_str(),
-                     why.c_str());
-      }
-    } catch (const sframe::Error&) {
-      // The target is gone (or exec'ing): the loop below notices.
-    }
-  };
-
-  if (command && coverage) {
-    // The program's path as execvp() will find it.
-    std::string program = argv[cmd_at];
-    if (program.find('/') == std::string::npos) {
-      const char* path = std::getenv("PATH");
-      std::string dirs = path ? path : "/usr/bin:/bin";
-      for (size_t at = 0; at <= dirs.size();) {
-        size_t end = dirs.find(':', at);
-        if (end == std::string::npos) end = dirs.size();
-        const std::string candidate = dirs.substr(at, end - at) + "/" + program;
-        if (::access(candidate.c_str(), X_OK) == 0) {
-          program = candidate;
-          break;
-        }
-        at = end + 1;
-      }
-    }
-    coverage->prepare(program);
+  std::unique_ptr<tools::CoverageKeeper> coverage;
+  if (eh_frame && !all) {
+    coverage = std::make_unique<tools::CoverageKeeper>(pid, command, "sframe-client record", true);
   }
-  eager_until = now_ms() + 500;
+  auto cover = [&] {
+    if (coverage && coverage->refresh()) printer.sym.forget_process(pid);
+  };
+  if (command && coverage) coverage->prepare(child->program());
+  if (coverage) coverage->begin();
   if (command) {
-    char c = 'g';
-    if (write(go.get(), &c, 1) != 1) throw sframe::Error(errno, "start", argv[cmd_at]);
-    go.reset();
+    child->start();
   } else {
     ev.enable();
   }
@@ -253,7 +177,7 @@ int cmd_record(int argc, char** argv) {
   bool stop = false;
   while (!stop && !g_interrupted && now_ms() < end) {
     cover();
-    consume(coverage && now_ms() < eager_until ? 10 : 100);
+    consume(coverage && coverage->eager() ? 10 : 100);
     if (command) {
       int st;
       pid_t r = waitpid(pid, &st, WNOHANG);
@@ -291,8 +215,7 @@ int cmd_record(int argc, char** argv) {
       session.kernel_visible() ? (printer.ksym ? "shown" : "shown (no kallsyms)") : "hidden");
   (void)lost_records;
   if (command && child_status >= 0) {
-    if (WIFEXITED(child_status)) return WEXITSTATUS(child_status);
-    return 128 + WTERMSIG(child_status);
+    return tools::exit_code(child_status);
   }
   return 0;
 }

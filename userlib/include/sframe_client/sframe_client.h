@@ -10,6 +10,7 @@
 #include "sframe_client/flamegraph.h"
 #include "sframe_client/objects.h"
 #include "sframe_client/perf_event.h"
+#include "sframe_client/profile.h"
 #include "sframe_client/session.h"
 #include "sframe_client/sframe_cache.h"
 #include "sframe_client/sframe_format.h"

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,17 @@ struct Symbol {
   // or "0x7f... (?)" when not even the object is.
   std::string to_string() const;
 };
+
+// A mapping of a file (path starting with '/') of a process.
+struct FileMapping {
+  uint64_t start = 0, end = 0, offset = 0;
+  bool executable = false;
+  std::string path;
+};
+
+// The file mappings of pid (0: this process) from /proc/PID/maps; false
+// when that cannot be read (the process is gone, or not ours).
+bool read_file_mappings(pid_t pid, std::vector<FileMapping>* out);
 
 // Strips the parameter list and what follows it from a demangled name.
 std::string function_of(const std::string& demangled);
@@ -73,6 +85,13 @@ class Symbolizer {
   bool load_process(pid_t pid);
   void forget_process(pid_t pid);
 
+  // The same from recorded data instead of /proc (e.g. a profile read after
+  // the process is gone): one file mapping [start, end) of pid at file
+  // offset `offset`, replacing those of pid it overlaps.  A pid given
+  // mappings this way is never looked up in /proc.
+  void add_mapping(pid_t pid, uint64_t start, uint64_t end, uint64_t offset,
+                   const std::string& path);
+
  private:
   struct Table;
   struct Mapping {
@@ -87,6 +106,7 @@ class Symbolizer {
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<Table>> tables_;
   std::map<pid_t, std::vector<Mapping>> maps_;
+  std::set<pid_t> from_data_;  // pids whose maps come from add_mapping()
 };
 
 // Kernel addresses to symbols through /proc/kallsyms (sorted; a symbol

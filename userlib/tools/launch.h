@@ -1,0 +1,81 @@
+// What the profiling tools (sframe-client record, sframe-prof record) share:
+// starting a command stopped until its event and session exist, and keeping
+// the target covered with SFrame made from .eh_frame while it runs.
+#ifndef SFRAME_TOOLS_LAUNCH_H
+#define SFRAME_TOOLS_LAUNCH_H
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "sframe_client/sframe_client.h"
+
+namespace tools {
+
+// Milliseconds of CLOCK_MONOTONIC.
+uint64_t now_ms();
+
+// The program execvp() would run for name (searched in $PATH when name has
+// no slash); name itself when not found.
+std::string find_program(const std::string& name);
+
+// Exit code of a wait status: the exit status, or 128 + the signal.
+int exit_code(int wait_status);
+
+// A command forked stopped: the child waits on a pipe, then execs argv.  If
+// the parent drops the object before start() (an error), the child sees EOF
+// and exits 127 without running anything.
+class StoppedCommand {
+ public:
+  // argv: null-terminated.  tool: prefix of the child's exec error message.
+  StoppedCommand(char** argv, const std::string& tool);
+  pid_t pid() const { return pid_; }
+  const std::string& program() const { return program_; }  // as execvp() finds it
+  // Lets the child exec.  Throws sframe::Error.
+  void start();
+
+ private:
+  pid_t pid_ = -1;
+  std::string program_;
+  sframe::UniqueFd go_;
+};
+
+// Supplies SFrame for the objects the target maps without .sframe
+// (ProcessCoverage), at most every 250 ms, every 10 ms in the first 500 ms
+// after begin() (while a command execs and maps its libraries).  A command
+// is covered only once it has exec'd (before, it is a copy of the tool).
+class CoverageKeeper {
+ public:
+  // verbose: one stderr line per supply ("<tool>: supplied SFrame for N
+  // objects (M made from .eh_frame), B bytes, at SEC.NSEC") and per object
+  // not covered.
+  CoverageKeeper(pid_t pid, bool command, const std::string& tool, bool verbose);
+  // Makes the SFrame of a program about to be started (and of its libraries).
+  void prepare(const std::string& program) { coverage_.prepare(program); }
+  void begin() { eager_until_ = now_ms() + 500; }
+  bool eager() const { return now_ms() < eager_until_; }
+  // Refreshes when due; true if something was supplied.  Never throws (the
+  // target being gone is noticed by the caller).
+  bool refresh();
+  // Whether the target runs its own program (not yet the tool's copy).
+  bool exec_done() const;
+
+ private:
+  pid_t pid_;
+  bool command_;
+  std::string tool_;
+  bool verbose_;
+  sframe::Device dev_;
+  sframe::SframeCache cache_;
+  sframe::ProcessCoverage coverage_;
+  uint64_t next_ = 0;
+  uint64_t eager_until_ = 0;
+  dev_t self_dev_ = 0;
+  ino_t self_ino_ = 0;
+};
+
+}  // namespace tools
+
+#endif  // SFRAME_TOOLS_LAUNCH_H
