@@ -9,7 +9,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=${SFRAME_VM_RESULTS:?not in the VM rig}/demo
 WORKLOAD=$BUILD/examples/demo_workload
 PROF=$BUILD/userlib/sframe-prof
-ROUNDS=${DEMO_ROUNDS:-300}
+ROUNDS=${DEMO_ROUNDS:-3000}
 HZ=${DEMO_HZ:-1000}
 mkdir -p "$OUT"
 cd "$OUT" || exit 1

@@ -1,19 +1,30 @@
 #!/usr/bin/env bash
-# The main job, where the host cannot load modules: install what is needed,
-# build, install the module with DKMS for Debian's stock kernel, boot that
-# kernel in a VM and run examples/unwind_demo there: a program built without
-# frame pointers and with -Wa,--gsframe has its own stack unwound by the
-# module, with SFrame and with frame pointers only, side by side.
+# The main job, where the host cannot load modules (`make demo`): install what
+# is needed, build, install the module with DKMS for Debian's stock kernel,
+# boot that kernel in a VM and profile examples/demo_workload there (threads,
+# a shared library, a system call path; no frame pointers, no .sframe) with
+# sframe-prof, and side by side with perf record --call-graph fp and
+# --call-graph dwarf.  Leaves in demo-out/: flamegraph.svg, the folded
+# stacks, the top functions and comparison.md (share of samples whose stack
+# reaches the root of the work, bytes per sample, slowdown).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 BUILD=$ROOT/build
+OUT=$ROOT/demo-out
 
 scripts/install-deps.sh
 cmake -S . -B "$BUILD"
-cmake --build "$BUILD" -j"$(nproc)" --target unwind_demo
+cmake --build "$BUILD" -j"$(nproc)" --target sframe-prof demo_workload
 scripts/dkms-install.sh
-# As an ordinary user: the device is open to everyone.
-exec tests/vm/run-vm.sh --run "setpriv --reuid=65534 --regid=65534 --clear-groups $BUILD/examples/unwind_demo" \
-	"$BUILD" "$ROOT/vm-out/demo"
+rm -rf "$ROOT/vm-out/demo"
+tests/vm/run-vm.sh --run "bash $ROOT/scripts/demo-guest.sh $BUILD" "$BUILD" "$ROOT/vm-out/demo"
+rm -rf "$OUT"
+mkdir -p "$OUT"
+for f in flamegraph.svg sframe-prof.folded top.txt comparison.md; do
+	cp "$ROOT/vm-out/demo/results/demo/$f" "$OUT/"
+done
+echo
+echo "demo: results in $OUT (flame graph: $OUT/flamegraph.svg)"
+cat "$OUT/comparison.md"
