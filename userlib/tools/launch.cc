@@ -118,4 +118,17 @@ bool CoverageKeeper::refresh() {
   }
 }
 
+Sampling open_sampling(pid_t pid, bool all, bool command, uint64_t hz,
+                       sframe::SessionOptions options) {
+  sframe::PerfEventOptions po;
+  po.frequency = hz;
+  po.enable_on_exec = command;
+  sframe::PerfEvent event =
+      all ? sframe::PerfEvent::open_all_cpus(po) : sframe::PerfEvent::open_process(pid, po);
+  options.wakeup_bytes = SFRAME_SESSION_DEFAULT_BUFFER / 4;
+  sframe::Session session = sframe::Session::start(
+      all ? sframe::Target::kAll : sframe::Target::kProcess, all ? 0 : pid, options);
+  return Sampling{std::move(event), std::move(session)};
+}
+
 }  // namespace tools

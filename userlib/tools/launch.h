@@ -24,6 +24,18 @@ std::string find_program(const std::string& name);
 // Exit code of a wait status: the exit status, or 128 + the signal.
 int exit_code(int wait_status);
 
+// The perf sampling event and the session of a profiling run: a CPU-wide
+// event for `all`, else one for process pid (armed to start at exec for a
+// command about to exec).  The session wakes its reader at a quarter of its
+// buffer, like perf record, not at every record: a wakeup per sample costs
+// the target dearly, and the tools poll with a timeout anyway.
+struct Sampling {
+  sframe::PerfEvent event;
+  sframe::Session session;
+};
+Sampling open_sampling(pid_t pid, bool all, bool command, uint64_t hz,
+                       sframe::SessionOptions options);
+
 // A command forked stopped: the child waits on a pipe, then execs argv.  If
 // the parent drops the object before start() (an error), the child sees EOF
 // and exits 127 without running anything.

@@ -119,19 +119,11 @@ int cmd_record(int argc, char** argv) {
     pid = child->pid();
   }
 
-  sframe::PerfEventOptions po;
-  po.frequency = hz;
-  po.enable_on_exec = command;
-  sframe::PerfEvent ev =
-      all ? sframe::PerfEvent::open_all_cpus(po) : sframe::PerfEvent::open_process(pid, po);
   sframe::SessionOptions so;
-  // Like perf record: wake the reader when a quarter of the buffer waits,
-  // not at every record (a wakeup per sample costs the target dearly); the
-  // read loop polls with a timeout, so nothing waits longer than that.
-  so.wakeup_bytes = SFRAME_SESSION_DEFAULT_BUFFER / 4;
   if (sframe_only) so.unwind_flags = SFRAME_UNWIND_F_SFRAME;
-  sframe::Session session = sframe::Session::start(
-      all ? sframe::Target::kAll : sframe::Target::kProcess, all ? 0 : pid, so);
+  tools::Sampling sampling = tools::open_sampling(pid, all, command, hz, so);
+  sframe::PerfEvent& ev = sampling.event;
+  sframe::Session& session = sampling.session;
 
   Printer printer;
   printer.quiet = quiet;

@@ -247,19 +247,11 @@ int cmd_record(int argc, char** argv) {
     child = std::make_unique<tools::StoppedCommand>(argv + cmd_at, kTool);
     pid = child->pid();
   }
-  sframe::PerfEventOptions po;
-  po.frequency = hz;
-  po.enable_on_exec = command;
-  sframe::PerfEvent ev =
-      all ? sframe::PerfEvent::open_all_cpus(po) : sframe::PerfEvent::open_process(pid, po);
   sframe::SessionOptions so;
-  // Like perf record: wake the reader when a quarter of the buffer waits,
-  // not at every record (a wakeup per sample costs the target dearly); the
-  // read loop polls with a timeout, so nothing waits longer than that.
-  so.wakeup_bytes = SFRAME_SESSION_DEFAULT_BUFFER / 4;
   so.device = device;
-  sframe::Session session = sframe::Session::start(
-      all ? sframe::Target::kAll : sframe::Target::kProcess, all ? 0 : pid, so);
+  tools::Sampling sampling = tools::open_sampling(pid, all, command, hz, so);
+  sframe::PerfEvent& ev = sampling.event;
+  sframe::Session& session = sampling.session;
 
   out.meta("hz", std::to_string(hz));
   out.meta("kernel", session.kernel_visible() ? "visible" : "hidden");
