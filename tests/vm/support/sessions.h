@@ -269,6 +269,17 @@ class SessionTest : public DeviceTest {
   std::vector<sframe::Symbol> User(const sframe::Sample& s) {
     return sym_.symbolize_frames(s.pid, s.user);
   }
+  // Reads a session started now on process pid for ms while ev samples,
+  // and expects `chain` complete in 99 % of at least 100 samples.
+  Collected CollectCompleteChains(pid_t pid, sframe::PerfEvent* ev,
+                                  const std::vector<std::string>& chain, int ms) {
+    sframe::Session s = sframe::Session::start(sframe::Target::kProcess, pid, SframeOnly());
+    Collected c = Collect(&s, ev, ms);
+    ChainCheck check;
+    for (const sframe::Sample* smp : c.Samples()) CheckChain(*smp, User(*smp), chain, &check);
+    EXPECT_TRUE(MostlyComplete(check, 0.99, 100));
+    return c;
+  }
 
   int paranoid_ = INT_MIN;
   sframe::Symbolizer sym_;
