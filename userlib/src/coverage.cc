@@ -69,7 +69,7 @@ CoverageUpdate ProcessCoverage::refresh() {
     if (!m.exec || m.offset != 0) continue;
     if (!seen_.insert({path, m.start}).second) continue;
     try {
-      cover(path, m.start, m.offset, &u);
+      cover(path, m.start, &u);
     } catch (const Error& e) {
       // EFAULT: the loader is still mapping it; again next time.
       if (e.err() == EFAULT) {
@@ -112,9 +112,7 @@ void ProcessCoverage::prepare(const std::string& program) {
   }
 }
 
-void ProcessCoverage::cover(const std::string& path, uint64_t start, uint64_t offset,
-                            CoverageUpdate* u) {
-  (void)offset;
+void ProcessCoverage::cover(const std::string& path, uint64_t start, CoverageUpdate* u) {
   const internal::ElfLayout layout = internal::read_elf_layout(internal::ElfFile(path));
   const uint64_t bias = start - layout.image_vaddr;
   if (layout.has_sframe) {

@@ -52,7 +52,8 @@ class ProcessCoverage {
   void prepare(const std::string& program);
 
  private:
-  void cover(const std::string& path, uint64_t start, uint64_t offset, CoverageUpdate* u);
+  // Covers the file path whose offset 0 is mapped at start.
+  void cover(const std::string& path, uint64_t start, CoverageUpdate* u);
 
   const Device& dev_;
   pid_t pid_;
