@@ -18,6 +18,7 @@
 #include "ksyms.h"
 #include "nmi_test.h"
 #include "perf_hook.h"
+#include "quota.h"
 #include "registry.h"
 #include "session.h"
 #include "stats.h"
@@ -79,6 +80,7 @@ static void __exit sframe_unwind_exit(void)
 	sframe_sessions_exit();
 	sframe_deferred_exit();
 	sframe_registry_exit();
+	sframe_quota_exit();
 }
 
 module_init(sframe_unwind_init);

@@ -20,6 +20,8 @@ struct sframe_counters {
 	atomic64_t sections_discovered;
 	atomic64_t forks_inherited;
 	atomic64_t forks_not_inherited;
+	atomic64_t walks_budget_exhausted;
+	atomic64_t samples_timed_out;
 };
 
 extern struct sframe_counters sframe_counters;

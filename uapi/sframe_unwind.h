@@ -114,6 +114,9 @@ enum sframe_stop_reason {
 	/* The next frame is not valid: the stack did not move up, a
 	 * misaligned or zero return address, a malformed row. */
 	SFRAME_STOP_BAD_FRAME = 5,
+	/* The walk spent its decoding budget (SFRAME_WALK_BUDGET, see the
+	 * bounds below) on crafted or pathological sections. */
+	SFRAME_STOP_BUDGET = 6,
 };
 
 /*
@@ -172,8 +175,22 @@ struct sframe_stats {
 	   bound): ever. */
 	__u64 forks_inherited;
 	__u64 forks_not_inherited;
+	/* Since SFRAME_STATS_SIZE_VER1: */
+	__u64 walks_budget_exhausted; /* walks ended by SFRAME_STOP_BUDGET */
+	__u64 samples_timed_out; /* session samples delivered without their
+				    user stack because the task stayed in the
+				    kernel too long (SFRAME_SAMPLE_F_TIMEOUT) */
+	/* What the caller's user (real uid) holds now, and its bounds (the
+	   module parameters; U64_MAX: unbounded for this caller). */
+	__u64 user_supplied_bytes;
+	__u64 user_supplied_limit;
+	__u64 user_sessions;
+	__u64 user_sessions_limit;
+	__u64 user_session_bytes;
+	__u64 user_session_bytes_limit;
 };
 #define SFRAME_STATS_SIZE_VER0 120
+#define SFRAME_STATS_SIZE_VER1 184
 
 /*
  * ---- Sections for another process, and what a process has --------------
@@ -371,6 +388,13 @@ struct sframe_record_header {
 #define SFRAME_SAMPLE_F_NO_USER       (1u << 5) /* no user stack, for one of
 						   the reasons above or
 						   another (see the stats) */
+#define SFRAME_SAMPLE_F_TIMEOUT       (1u << 6) /* the task stayed in the
+						   kernel longer than a
+						   sample is held (blocked
+						   in a system call): sent
+						   without its user stack */
+#define SFRAME_SAMPLE_F_COMPAT        (1u << 7) /* a 32-bit task: no user
+						   stack is unwound */
 
 /*
  * One sample: nr_kernel kernel frames (the sampled PC first), then nr_user

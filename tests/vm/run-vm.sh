@@ -29,6 +29,9 @@
 #   SFRAME_VM_TESTS         space-separated list of test binaries to run
 #                           instead of BUILD_DIR/tests/vm/*_vmtest
 #   SFRAME_VM_MODULE        module to load (default sframe_unwind)
+#   SFRAME_VM_KO            load this .ko file with insmod instead of the
+#                           DKMS-installed module (trees built with
+#                           make -C module; CI uses DKMS)
 #   SFRAME_VM_DEVICE        device it must create (default /dev/sframe_unwind)
 #   SFRAME_VM_MEM, SFRAME_VM_SMP   (default 2G, 2)
 #   SFRAME_VM_ACCEL         kvm or tcg (default: KVM if a probe shows it works)
@@ -84,7 +87,12 @@ BUSYBOX=$(command -v busybox) || fail_early "busybox missing (install busybox-st
 if readelf -l "$BUSYBOX" 2>/dev/null | grep -q INTERP; then
 	fail_early "$BUSYBOX is dynamically linked: install busybox-static"
 fi
-if ! modinfo -k "$KVER" -F filename "$MODULE" >/dev/null 2>&1; then
+KO=
+if [[ -n ${SFRAME_VM_KO:-} ]]; then
+	KO=$(realpath -e "$SFRAME_VM_KO") || fail_early "no module file $SFRAME_VM_KO"
+	modinfo -F vermagic "$KO" | grep -q "^$KVER " ||
+		fail_early "$KO was not built for $KVER: $(modinfo -F vermagic "$KO")"
+elif ! modinfo -k "$KVER" -F filename "$MODULE" >/dev/null 2>&1; then
 	fail_early "module $MODULE is not installed for $KVER (run scripts/dkms-install.sh $KVER)"
 fi
 
@@ -189,6 +197,7 @@ done
 	printf 'BUILD_DIR=%q\n' "$BUILD_DIR"
 	printf 'REPO_DIR=%q\n' "$(cd "$RIG/../../.." && pwd)"
 	printf 'MODULE=%q\n' "$MODULE"
+	printf 'MODULE_KO=%q\n' "$KO"
 	printf 'DEVICE=%q\n' "$DEVICE"
 	printf 'TEST_TIMEOUT=%q\n' "$TEST_TIMEOUT"
 	printf 'BENCH_TIMEOUT=%q\n' "$BENCH_TIMEOUT"
@@ -227,7 +236,12 @@ tcg) accel=(-accel tcg -cpu max) ;;
 esac
 
 MON=$WORK/monitor.sock
+# A WARN, an oops, a soft lockup, a task hung in D state for 120 s or an RCU
+# stall panics the guest: each is a failed run, never a log line.  (No NMI
+# watchdog under TCG: the hard-lockup detector has no PMU to run on.)
 append="console=ttyS0 panic=-1 panic_on_warn=1 oops=panic printk.devkmsg=on"
+append+=" softlockup_panic=1 hung_task_panic=1 sysctl.kernel.hung_task_timeout_secs=120"
+append+=" rcupdate.rcu_cpu_stall_suppress=0 sysctl.kernel.panic_on_rcu_stall=1"
 append+=" rdinit=/init"
 
 echo "run-vm: kernel $KVER (${accel[*]}), ${#tests[@]} test binaries, ${#benches[@]} benchmarks"

@@ -74,7 +74,13 @@ say "guest kernel $kernel (uname -r), stage 2 at $(uptime_s)s, $(nproc) cpus"
 say "$(cat /proc/cmdline)"
 
 # --- load the module ------------------------------------------------------
-out=$(modprobe "$MODULE" 2>&1)
+# MODULE_KO: a module file built outside DKMS (developers' parallel trees);
+# otherwise the DKMS-installed module, as a user would load it.
+if [[ -n ${MODULE_KO:-} ]]; then
+	out=$(insmod "$MODULE_KO" 2>&1)
+else
+	out=$(modprobe "$MODULE" 2>&1)
+fi
 rc=$?
 [[ -n "$out" ]] && printf '%s\n' "$out"
 status module_load "$rc"

@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Per-user accounting (see quota.h).
+ *
+ * One struct per uid that holds something now, in a small hash table; it
+ * goes when its last reference does.  Charges are atomic compare-and-swap
+ * loops, so a charge never takes a lock and never overshoots the limit,
+ * however many tasks of one user race.  The table's lock is taken only to
+ * find or create and to unhash, in process context or from an RCU
+ * callback (the last reference of a supplied section), never in NMI.
+ */
+#include <linux/atomic.h>
+#include <linux/cred.h>
+#include <linux/hashtable.h>
+#include <linux/rcupdate.h>
+#include <linux/refcount.h>
+#include <linux/slab.h>
+#include <linux/spinlock.h>
+
+#include "quota.h"
+
+struct sframe_user {
+	struct hlist_node node; /* in sframe_users, under sframe_users_lock */
+	kuid_t uid;
+	refcount_t ref;
+	atomic64_t usage[SFRAME_QUOTA_NR];
+	struct rcu_head rcu;
+};
+
+static DEFINE_HASHTABLE(sframe_users, 6);
+static DEFINE_SPINLOCK(sframe_users_lock);
+
+static struct sframe_user *sframe_user_find(kuid_t uid)
+{
+	struct sframe_user *user;
+
+	hash_for_each_possible(sframe_users, user, node, __kuid_val(uid)) {
+		if (uid_eq(user->uid, uid) && refcount_inc_not_zero(&user->ref))
+			return user;
+	}
+	return NULL;
+}
+
+struct sframe_user *sframe_user_get(kuid_t uid)
+{
+	struct sframe_user *user, *fresh;
+	unsigned long flags;
+
+	spin_lock_irqsave(&sframe_users_lock, flags);
+	user = sframe_user_find(uid);
+	spin_unlock_irqrestore(&sframe_users_lock, flags);
+	if (user)
+		return user;
+
+	fresh = kzalloc(sizeof(*fresh), GFP_KERNEL_ACCOUNT);
+	if (!fresh)
+		return NULL;
+	fresh->uid = uid;
+	refcount_set(&fresh->ref, 1);
+
+	spin_lock_irqsave(&sframe_users_lock, flags);
+	user = sframe_user_find(uid); /* created meanwhile? */
+	if (!user) {
+		hash_add(sframe_users, &fresh->node, __kuid_val(uid));
+		user = fresh;
+		fresh = NULL;
+	}
+	spin_unlock_irqrestore(&sframe_users_lock, flags);
+	kfree(fresh);
+	return user;
+}
+
+struct sframe_user *sframe_user_current(void)
+{
+	return sframe_user_get(current_uid());
+}
+
+void sframe_user_put(struct sframe_user *user)
+{
+	unsigned long flags;
+
+	if (!user)
+		return;
+	/* Unhashed under the lock, so a finder never revives it. */
+	if (!refcount_dec_and_lock_irqsave(&user->ref, &sframe_users_lock,
+					   &flags))
+		return;
+	hash_del(&user->node);
+	spin_unlock_irqrestore(&sframe_users_lock, flags);
+	kfree_rcu(user, rcu);
+}
+
+int sframe_user_charge(struct sframe_user *user, enum sframe_quota_res res,
+		       u64 n, u64 limit)
+{
+	atomic64_t *usage = &user->usage[res];
+	s64 old = atomic64_read(usage);
+
+	do {
+		if ((u64)old > limit || n > limit - (u64)old)
+			return -EDQUOT;
+	} while (!atomic64_try_cmpxchg(usage, &old, old + n));
+	return 0;
+}
+
+void sframe_user_uncharge(struct sframe_user *user, enum sframe_quota_res res,
+			  u64 n)
+{
+	atomic64_sub(n, &user->usage[res]);
+}
+
+u64 sframe_user_usage(const struct sframe_user *user,
+		      enum sframe_quota_res res)
+{
+	return atomic64_read(&user->usage[res]);
+}
+
+void sframe_quota_exit(void)
+{
+	/* Every user struct went with its last reference; wait for kfree_rcu. */
+	rcu_barrier();
+}
