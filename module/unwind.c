@@ -294,7 +294,13 @@ void sframe_unwind_start(struct sframe_user_unwind *uw,
 	uw->regs = regs;
 	uw->topmost = true;
 	uw->flags = flags;
-	uw->budget = SFRAME_WALK_BUDGET;
+	/*
+	 * A walk outside a task (hard interrupt, NMI: the sample path) holds
+	 * a CPU with interrupts off, so it gets the small budget whoever
+	 * calls; its caller may lower either, and redoes a walk that ran out
+	 * from the task.
+	 */
+	uw->budget = in_task() ? SFRAME_WALK_BUDGET : SFRAME_IRQ_WALK_BUDGET;
 	/* Discovery sleeps: only where faults may be served, in a task. */
 	uw->can_sleep = in_task() && !pagefault_disabled();
 	sframe_unwind_set_mm(uw);

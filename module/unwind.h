@@ -19,14 +19,14 @@
 /*
  * Budgets of decoding work per walk, in the units of sframe_decode.h
  * (one per FDE-table read, one per FRE read; cached rows are free).
- * sframe_unwind_start() gives a walk SFRAME_WALK_BUDGET (uapi: 2^20,
- * tens of milliseconds at worst under emulation).  A walk at sample time
- * (hard interrupt or NMI, IRQs off) is lowered to SFRAME_IRQ_WALK_BUDGET
- * by its caller right after sframe_unwind_start(): at most 512 units,
- * about 8 lookups in an ordinary section or a sixteenth of one lookup
- * at the FRE cap, which keeps it to tens of microseconds (see
- * docs/benchmarks.md); a walk that spends it stops with
- * SFRAME_STOP_BUDGET and is redone from the task.
+ * sframe_unwind_start() gives a walk in a task SFRAME_WALK_BUDGET (uapi:
+ * 2^20), and a walk anywhere else (hard interrupt or NMI, IRQs off: the
+ * sample path) SFRAME_IRQ_WALK_BUDGET: 512 units, some 25 to 50 lookups
+ * in an ordinary section (10 to 20 units each) or a sixteenth of one
+ * lookup at the FRE cap, which keeps it to tens of microseconds (see
+ * docs/benchmarks.md).  The caller may lower uw->budget after
+ * sframe_unwind_start().  A walk that spends it stops with
+ * SFRAME_STOP_BUDGET; the sample path then redoes it from the task.
  */
 #define SFRAME_IRQ_WALK_BUDGET 512
 
