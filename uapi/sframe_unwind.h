@@ -67,15 +67,19 @@
  *
  * Per request: SFRAME_IOC_UNWIND_SELF unwinds at most max_frames
  * (<= SFRAME_MAX_FRAMES) frames, so its decoding is at most
- * SFRAME_WALK_BUDGET units plus one lookup (the one that ran out), and
- * its other work 4096 frames of a few loads each.  Measured worst case
- * (crafted section at the cap, 4096 frames with distinct PCs, see
- * docs/benchmarks.md): tens of milliseconds under qemu's emulation, a
- * few on hardware.  It reschedules between frames and returns EINTR as
- * soon as the caller has a fatal signal.  Walks for sessions run with the
- * same budget from the task; a walk at sample time (interrupt or NMI
- * context) gets a small fixed budget of a few hundred units and, if that
- * runs out, is redone from the task before it returns to user space.
+ * SFRAME_WALK_BUDGET units (a unit is never spent without the budget
+ * for it), and its other work 4096 frames of a few loads each.  A unit
+ * costs about 6 ns on a current x86 core (the decoder's host build) and
+ * about 170 ns in the kernel under qemu's TCG emulation, so the worst
+ * request, a section at the cap and 4096 crafted frames with distinct
+ * PCs, takes about 7 ms on hardware and 0.1 to 0.4 s under emulation
+ * (docs/benchmarks.md), where a typical one takes microseconds.  It
+ * reschedules between frames and returns EINTR as soon as the caller
+ * has a fatal signal.  Walks for sessions run from the task with the
+ * same budget; a walk at sample time (hard interrupt or NMI context)
+ * gets 512 units, a few microseconds on hardware, and one that runs out
+ * ends with SFRAME_STOP_BUDGET (and is redone from the task where the
+ * module can).
  * Validation at REGISTER and SUPPLY (one pass over every FDE and FRE)
  * reschedules every 4096 of them and returns EINTR to a task being
  * killed.

@@ -253,11 +253,18 @@ TEST_F(BoundsSessionTest, TenKilohertzSessionOnTheCraftedChain) {
   waitpid(pid, &st, 0);
 
   size_t samples = 0, budget = 0, limit = 0, in_spin = 0, through = 0;
+  size_t user_mode = 0, user_mode_budget = 0;
   for (const sframe::Sample* smp : col.Samples()) {
     samples++;
     const uint32_t stop = static_cast<uint32_t>(smp->user_stop);
     budget += stop == SFRAME_STOP_BUDGET;
     limit += stop == SFRAME_STOP_LIMIT;
+    // Taken in user mode: walked at sample time, in the interrupt (the
+    // others share the walk made when the task returns to user space).
+    if (smp->has(SFRAME_SAMPLE_F_USER_MODE)) {
+      user_mode++;
+      user_mode_budget += stop == SFRAME_STOP_BUDGET;
+    }
     // In the spin loop with RBP at the chain: the leaf is in function 0's
     // spin stub and the next frame is the first crafted one.
     if (smp->user.empty() || smp->user[0] < text + bounds::kSpinStubOffset ||
@@ -272,10 +279,11 @@ TEST_F(BoundsSessionTest, TenKilohertzSessionOnTheCraftedChain) {
   }
   std::printf("%zu samples (%zu in the spin stub, %zu of them through the first crafted "
               "frame): %zu ended on the budget, %zu on the limit; "
-              "walks_budget_exhausted +%llu\n",
+              "walks_budget_exhausted +%llu; taken in user mode %zu, of them %zu on the budget\n",
               samples, in_spin, through, budget, limit,
               static_cast<unsigned long long>(after.walks_budget_exhausted -
-                                              before.walks_budget_exhausted));
+                                              before.walks_budget_exhausted),
+              user_mode, user_mode_budget);
   // TCG delivers far fewer than 10 kHz of CPU time; 3 s give hundreds.
   EXPECT_GE(samples, 100u);
   EXPECT_GE(in_spin, samples / 2);
