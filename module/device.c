@@ -243,11 +243,11 @@ static long sframe_ioctl_unwind_self(void __user *uarg)
 	n = 1;
 	/*
 	 * At most max_frames (<= SFRAME_MAX_FRAMES) steps, their decoding
-	 * bounded by uw.budget; sframe_unwind_next() reschedules between
-	 * them.  A caller being killed gets no more of them (and nothing is
-	 * written back).
+	 * bounded by uw.budget.  Between steps: let others run, and give up
+	 * for a caller being killed (nothing is written back then).
 	 */
 	while (n < req.max_frames && sframe_unwind_next(&uw)) {
+		cond_resched();
 		if (fatal_signal_pending(current))
 			return -EINTR;
 		batch[in_batch++] = uw.ip;

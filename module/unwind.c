@@ -312,13 +312,6 @@ bool sframe_unwind_next(struct sframe_user_unwind *uw)
 
 	if (uw->stop)
 		return false;
-	/*
-	 * A walk in a task (an ioctl, or the task_work of a sample) may
-	 * spend its whole budget, milliseconds: let others run between
-	 * frames.  can_sleep says the context allows it.
-	 */
-	if (uw->can_sleep)
-		cond_resched();
 	if (uw->flags & SFRAME_UNWIND_F_SFRAME) {
 		int ret = sframe_step(uw);
 

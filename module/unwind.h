@@ -59,8 +59,7 @@ void sframe_unwind_start(struct sframe_user_unwind *uw,
 /*
  * Step to the caller of the current frame.  Returns true with ip/sp/bp of
  * the caller, or false with uw->stop set.  Each step moves sp up, so a walk
- * ends even on a corrupt or hostile stack; its decoding is bounded by
- * uw->budget.  In a task (uw->can_sleep) each step may reschedule.
+ * ends even on a corrupt or hostile stack.
  */
 bool sframe_unwind_next(struct sframe_user_unwind *uw);
 
