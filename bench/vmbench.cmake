@@ -34,3 +34,11 @@ add_executable(discovery_vmbench discovery_vmbench.cc $<TARGET_OBJECTS:bench_cha
 target_compile_options(discovery_vmbench PRIVATE -O2 -Wall -Wextra -Wa,--gsframe -fomit-frame-pointer)
 target_link_libraries(discovery_vmbench PRIVATE sframe-client)
 set_target_properties(discovery_vmbench PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
+
+# bounds_vmbench: worst cases of the decoding bounds (issue 10, finding 1)
+# next to the typical case: one UNWIND_SELF, one interrupt-context unwind.
+add_executable(bounds_vmbench bounds_vmbench.cc $<TARGET_OBJECTS:bench_chain_sframe>)
+target_include_directories(bounds_vmbench PRIVATE ${PROJECT_SOURCE_DIR}/tests/vm)
+target_compile_options(bounds_vmbench PRIVATE -O2 -Wall -Wextra -Wa,--gsframe -fomit-frame-pointer)
+target_link_libraries(bounds_vmbench PRIVATE sframe-client)
+set_target_properties(bounds_vmbench PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)

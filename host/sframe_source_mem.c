@@ -13,6 +13,7 @@ void sframe_source_mem_init(struct sframe_source *src, const void *data,
 	src->stats = NULL;
 	src->on_read = NULL;
 	src->on_read_arg = NULL;
+	src->pause_ret = 0;
 }
 
 /*
@@ -65,4 +66,15 @@ int sframe_source_read(const struct sframe_source *src, uint64_t off,
 	if (len)
 		memcpy(dst, src->data + off, len);
 	return 0;
+}
+
+/*
+ * The host has no scheduler to yield to and no signal to honour: a pause
+ * only counts (with stats) and returns what the test asked for.
+ */
+int sframe_source_pause(const struct sframe_source *src)
+{
+	if (src->stats)
+		src->stats->pauses++;
+	return src->pause_ret;
 }

@@ -23,6 +23,7 @@ struct sframe_mem_stats {
 	uint32_t max_len;	/* largest single request */
 	uint32_t last_len;	/* length of the latest request */
 	uint64_t last_off;	/* offset of the latest request */
+	uint64_t pauses;	/* sframe_source_pause() calls */
 };
 
 struct sframe_source {
@@ -38,6 +39,11 @@ struct sframe_source {
 	 */
 	void (*on_read)(void *arg, uint64_t off, uint32_t len);
 	void *on_read_arg;
+	/*
+	 * What sframe_source_pause() returns (0: go on); tests set -EINTR to
+	 * play a fatal signal arriving during validation.
+	 */
+	int pause_ret;
 };
 
 #define SFRAME_NO_FAULT UINT64_MAX

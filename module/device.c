@@ -18,6 +18,7 @@
 #include <linux/module.h>
 #include <linux/ptrace.h>
 #include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
 #include <linux/sched/task_stack.h>
 #include <linux/uaccess.h>
 
@@ -240,7 +241,15 @@ static long sframe_ioctl_unwind_self(void __user *uarg)
 	sframe_unwind_start(&uw, task_pt_regs(current), req.flags);
 	batch[in_batch++] = uw.ip;
 	n = 1;
+	/*
+	 * At most max_frames (<= SFRAME_MAX_FRAMES) steps, their decoding
+	 * bounded by uw.budget.  Between steps: let others run, and give up
+	 * for a caller being killed (nothing is written back then).
+	 */
 	while (n < req.max_frames && sframe_unwind_next(&uw)) {
+		cond_resched();
+		if (fatal_signal_pending(current))
+			return -EINTR;
 		batch[in_batch++] = uw.ip;
 		n++;
 		if (in_batch == SFRAME_FRAME_BATCH) {
@@ -297,6 +306,8 @@ static long sframe_ioctl_get_stats(void __user *uarg)
 	st.forks_inherited = atomic64_read(&sframe_counters.forks_inherited);
 	st.forks_not_inherited =
 		atomic64_read(&sframe_counters.forks_not_inherited);
+	st.walks_budget_exhausted =
+		atomic64_read(&sframe_counters.walks_budget_exhausted);
 	smm = current->mm ? sframe_mm_find(current->mm) : NULL;
 	st.mm_sections = smm ? sframe_mm_nr_sections(smm) : 0;
 	if (copy_to_user(uarg, &st, min_t(size_t, usize, sizeof(st))))

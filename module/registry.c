@@ -699,7 +699,7 @@ bool sframe_registry_lookup(struct sframe_mm *smm, unsigned long pc,
 }
 
 int sframe_supplied_find_row(struct sframe_mm *smm, unsigned long pc,
-			     struct sframe_row *row)
+			     struct sframe_row *row, u32 *budget)
 {
 	struct sframe_source src = {};
 	struct sframe_section sec;
@@ -714,7 +714,7 @@ int sframe_supplied_find_row(struct sframe_mm *smm, unsigned long pc,
 		src.size = entry->range.sec.sec_size;
 		sec = entry->range.sec;
 		sec.src = &src;
-		ret = sframe_find_row(&sec, pc, row);
+		ret = sframe_find_row_budget(&sec, pc, row, budget);
 	}
 	rcu_read_unlock();
 	return ret;

@@ -77,10 +77,12 @@ bool sframe_registry_lookup(struct sframe_mm *smm, unsigned long pc,
 /*
  * The row for pc from the supplied section covering it (decoded under RCU
  * from the kernel's copy, so a racing munmap cannot free it meanwhile).
- * -ENOENT if no supplied section covers pc (any more).
+ * -ENOENT if no supplied section covers pc (any more).  The decoding
+ * spends *budget as sframe_find_row_budget() does (-SFRAME_EBUDGET when
+ * it runs out), which bounds the time spent under rcu_read_lock().
  */
 int sframe_supplied_find_row(struct sframe_mm *smm, unsigned long pc,
-			     struct sframe_row *row);
+			     struct sframe_row *row, u32 *budget);
 /*
  * Describe mm's entries, in text order: up to max into out, and the count
  * of all in *nr.

@@ -449,6 +449,13 @@ static int decode_fde(const struct sframe_section *sec, uint64_t off,
 		    (fre_addr_size(fde->fre_type) + 1);
 	if (data_off > sec->fre_len || min_bytes > sec->fre_len - data_off)
 		return -EINVAL;
+	/*
+	 * FREs have no index, so a lookup scans them: their number is what
+	 * bounds its work.  Checked here, on every decode of an FDE, not only
+	 * at validation: the section may be rewritten after it.
+	 */
+	if (fde->num_fres > SFRAME_MAX_FRES_PER_FDE)
+		return -E2BIG;
 	fde->fre_off = (uint32_t)data_off;
 	if (c)
 		cursor_fres(c, sec, fde);
@@ -715,6 +722,19 @@ int sframe_get_fre(const struct sframe_section *sec,
 	return fre_to_row(sec, fde, &f, row);
 }
 
+/*
+ * Count one unit of validation work; every SFRAME_VALIDATE_PAUSE_EVERY
+ * units, let the environment pause (reschedule) or give up (fatal signal).
+ */
+static inline int validate_tick(const struct sframe_section *sec,
+				uint32_t *work)
+{
+	if (++*work < SFRAME_VALIDATE_PAUSE_EVERY)
+		return 0;
+	*work = 0;
+	return sframe_source_pause(sec->src);
+}
+
 int sframe_validate(const struct sframe_section *sec, uint64_t text_start,
 		    uint64_t text_len)
 {
@@ -723,7 +743,7 @@ int sframe_validate(const struct sframe_section *sec, uint64_t text_start,
 	struct fre_cursor c;
 	struct fre_raw f;
 	uint64_t prev_end = 0, total_fres = 0;
-	uint32_t i, j, prev;
+	uint32_t i, j, prev, work = 0;
 	int ret;
 
 	/* The lookups need a binary search; unsorted tables are not read. */
@@ -732,7 +752,16 @@ int sframe_validate(const struct sframe_section *sec, uint64_t text_start,
 	if (text_len > ~(uint64_t)0 - text_start)
 		return -EINVAL;
 
+	/*
+	 * num_fdes and every FDE's FRE count were checked against the
+	 * section's size, so both loops are bounded by it (a 64 MiB section
+	 * holds at most about 33 M FREs and 4 M FDEs); validate_tick() keeps
+	 * even that from holding the CPU.
+	 */
 	for (i = 0; i < sec->num_fdes; i++) {
+		ret = validate_tick(sec, &work);
+		if (ret)
+			return ret;
 		ret = read_fde(sec, i, &fde, &c);
 		if (ret)
 			return ret;
@@ -747,6 +776,9 @@ int sframe_validate(const struct sframe_section *sec, uint64_t text_start,
 
 		prev = 0;
 		for (j = 0; j < fde.num_fres; j++) {
+			ret = validate_tick(sec, &work);
+			if (ret)
+				return ret;
 			ret = read_fre(sec, &fde, &c, &f);
 			if (!ret)
 				ret = fre_to_row(sec, &fde, &f, &row);
@@ -775,11 +807,27 @@ int sframe_validate(const struct sframe_section *sec, uint64_t text_start,
 #define FDE_WINDOW 256
 
 /*
+ * Spend one unit of a lookup's budget (NULL: unbounded), or say that none
+ * is left.  Checked before the read it pays for, so a lookup never does
+ * more than it was given.
+ */
+static __always_inline int spend(uint32_t *budget)
+{
+	if (!budget)
+		return 0;
+	if (!*budget)
+		return -SFRAME_EBUDGET;
+	--*budget;
+	return 0;
+}
+
+/*
  * Find and decode the FDE covering pc; with c (see decode_fde()), leave c
- * at its first FRE.
+ * at its first FRE.  Each read of the FDE table costs a unit of *budget.
  */
 static int find_fde(const struct sframe_section *sec, uint64_t pc,
-		    struct sframe_fde *fde, struct fre_cursor *c)
+		    struct sframe_fde *fde, struct fre_cursor *c,
+		    uint32_t *budget)
 {
 	const uint64_t base = sec->sec_addr;
 	const uint64_t table = sec->fde_start;
@@ -809,6 +857,9 @@ static int find_fde(const struct sframe_section *sec, uint64_t pc,
 	while (n > win_fdes) {
 		half = n / 2;
 		off = table + (uint64_t)(lo + half) * size;
+		ret = spend(budget);
+		if (ret)
+			return ret;
 		ret = sec_read(sec, off, win, wide ? 8 : 4);
 		if (ret)
 			return ret;
@@ -820,6 +871,9 @@ static int find_fde(const struct sframe_section *sec, uint64_t pc,
 		return -ENOENT;	/* no FDEs */
 	/* n <= win_fdes, so n * size <= FDE_WINDOW. */
 	off = table + (uint64_t)lo * size;
+	ret = spend(budget);
+	if (ret)
+		return ret;
 	ret = sec_read(sec, off, win, n * size);
 	if (ret)
 		return ret;
@@ -850,11 +904,17 @@ static int find_fde(const struct sframe_section *sec, uint64_t pc,
 int sframe_find_fde(const struct sframe_section *sec, uint64_t pc,
 		    struct sframe_fde *fde)
 {
-	return find_fde(sec, pc, fde, NULL);
+	return find_fde(sec, pc, fde, NULL, NULL);
 }
 
 int sframe_find_row(const struct sframe_section *sec, uint64_t pc,
 		    struct sframe_row *row)
+{
+	return sframe_find_row_budget(sec, pc, row, NULL);
+}
+
+int sframe_find_row_budget(const struct sframe_section *sec, uint64_t pc,
+			   struct sframe_row *row, uint32_t *budget)
 {
 	struct sframe_fde fde;
 	struct fre_cursor c;
@@ -863,7 +923,7 @@ int sframe_find_row(const struct sframe_section *sec, uint64_t pc,
 	int last = -1, k = 0;
 	int ret;
 
-	ret = find_fde(sec, pc, &fde, &c);
+	ret = find_fde(sec, pc, &fde, &c, budget);
 	if (ret)
 		return ret;
 
@@ -880,9 +940,14 @@ int sframe_find_row(const struct sframe_section *sec, uint64_t pc,
 	 * Each FRE read is checked for what the walk relies on (order,
 	 * bounds, size); only the one chosen is turned into a row, and its
 	 * words checked, from the same copy its start was judged on.
-	 * sframe_validate() checks every row.
+	 * sframe_validate() checks every row.  num_fres is at most
+	 * SFRAME_MAX_FRES_PER_FDE (decode_fde()), and each FRE read costs a
+	 * unit of the budget.
 	 */
 	for (j = 0; j < fde.num_fres; j++) {
+		ret = spend(budget);
+		if (ret)
+			return ret;
 		ret = read_fre(sec, &fde, &c, &f[k]);
 		if (ret)
 			return ret;

@@ -40,6 +40,34 @@ struct sframe_source;
 int sframe_source_read(const struct sframe_source *src, uint64_t off,
 		       void *dst, uint32_t len);
 
+/*
+ * Called by sframe_validate() once every SFRAME_VALIDATE_PAUSE_EVERY FDEs
+ * and FREs it checks, so that validating a maximal section (64 MiB, tens
+ * of millions of FREs) neither holds a CPU nor outlives a fatal signal.
+ * Returns 0 to go on, or a negative errno (-EINTR) that sframe_validate()
+ * returns as it is.  The module's reschedules and checks for a fatal
+ * signal; the host's does nothing (tests may make it fail).
+ */
+int sframe_source_pause(const struct sframe_source *src);
+#define SFRAME_VALIDATE_PAUSE_EVERY 4096
+
+/*
+ * Most FREs one FDE may have.  A lookup scans its function's FREs one by
+ * one (they have no index), so this bounds the work of one lookup; an FDE
+ * with more is refused (-E2BIG) by validation and by every lookup, since
+ * the section may change after validation.  The same value is the ABI's
+ * (uapi/sframe_unwind.h, where the measurements behind it are): the
+ * module includes both headers, and the compiler rejects a redefinition
+ * that differs.
+ */
+#define SFRAME_MAX_FRES_PER_FDE 8192
+
+/*
+ * Returned by the bounded lookup when the caller's budget of decoding work
+ * (see sframe_find_row_budget()) runs out: -SFRAME_EBUDGET.
+ */
+#define SFRAME_EBUDGET ETIME
+
 #define SFRAME_MAGIC 0xdee2
 #define SFRAME_ABI_AMD64_ENDIAN_LITTLE 3
 
@@ -166,7 +194,9 @@ int sframe_get_fre(const struct sframe_section *sec,
  * Check the whole section once: every FDE decodes, FDEs are sorted and do
  * not overlap, every FDE lies in [text_start, text_start + text_len), every
  * FRE decodes inside the FRE sub-section with increasing start offsets
- * below the function size.  Returns 0, -EINVAL, -EOPNOTSUPP or -EFAULT.
+ * below the function size.  Returns 0, -EINVAL, -EOPNOTSUPP, -EFAULT,
+ * -E2BIG (an FDE with more than SFRAME_MAX_FRES_PER_FDE FREs) or what
+ * sframe_source_pause() returned (-EINTR).
  */
 int sframe_validate(const struct sframe_section *sec, uint64_t text_start,
 		    uint64_t text_len);
@@ -183,10 +213,30 @@ int sframe_find_fde(const struct sframe_section *sec, uint64_t pc,
  * Find the unwind rule for pc: its FDE, then the last FRE whose start is at
  * or below pc's offset (modulo rep_size for PC-mask FDEs).
  * Returns 0, -ENOENT (pc not covered, or before the function's first FRE),
- * -EINVAL (malformed data), -EOPNOTSUPP (as sframe_find_fde) or -EFAULT.
+ * -EINVAL (malformed data), -E2BIG (an FDE above SFRAME_MAX_FRES_PER_FDE),
+ * -EOPNOTSUPP (as sframe_find_fde) or -EFAULT.  One lookup costs at most
+ * SFRAME_LOOKUP_MAX_UNITS units (below).
  */
 int sframe_find_row(const struct sframe_section *sec, uint64_t pc,
 		    struct sframe_row *row);
+
+/*
+ * Units of decoding work: one per read of the FDE table (a binary-search
+ * probe, or the final window of FDEs) and one per FRE read.  A lookup
+ * makes at most 32 probes (the table is halved each time, num_fdes is a
+ * u32) and one window read, and reads at most SFRAME_MAX_FRES_PER_FDE
+ * FREs.
+ */
+#define SFRAME_LOOKUP_MAX_UNITS (32 + 1 + SFRAME_MAX_FRES_PER_FDE)
+
+/*
+ * sframe_find_row() spending at most *budget units (see above): *budget
+ * is lowered by what the lookup used, and a lookup that would need more
+ * stops with -SFRAME_EBUDGET (the walk it serves then ends; nothing is
+ * half-done).  budget may be NULL: no bound but SFRAME_LOOKUP_MAX_UNITS.
+ */
+int sframe_find_row_budget(const struct sframe_section *sec, uint64_t pc,
+			   struct sframe_row *row, uint32_t *budget);
 
 #ifdef __cplusplus
 }

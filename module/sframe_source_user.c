@@ -16,6 +16,8 @@
  * the read itself.
  */
 #include <asm/unaligned.h>
+#include <linux/sched.h>
+#include <linux/sched/signal.h>
 #include <linux/uaccess.h>
 
 #include "sframe_decode.h"
@@ -56,4 +58,18 @@ int sframe_source_read(const struct sframe_source *src, uint64_t off,
 fault:
 	user_read_access_end();
 	return -EFAULT;
+}
+
+/*
+ * Validation of a section runs in process context (the REGISTER and SUPPLY
+ * ioctls, discovery from a walk that may sleep) and may check tens of
+ * millions of FREs of a maximal section: let others run, and stop for a
+ * task that is being killed, whose registration no longer matters.
+ */
+int sframe_source_pause(const struct sframe_source *src)
+{
+	cond_resched();
+	if (fatal_signal_pending(current))
+		return -EINTR;
+	return 0;
 }

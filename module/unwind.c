@@ -167,16 +167,26 @@ static int sframe_lookup_row(struct sframe_user_unwind *uw, unsigned long pc,
 		return SFRAME_STEP_UNCOVERED;
 
 	if (uw->range.source == SFRAME_SOURCE_SUPPLIED) {
-		ret = sframe_supplied_find_row(uw->smm, pc, row);
+		ret = sframe_supplied_find_row(uw->smm, pc, row, &uw->budget);
 	} else {
 		src.base = u64_to_user_ptr(uw->range.sframe_addr);
 		src.size = uw->range.sec.sec_size;
 		uw->range.sec.src = &src;
-		ret = sframe_find_row(&uw->range.sec, pc, row);
+		ret = sframe_find_row_budget(&uw->range.sec, pc, row,
+					     &uw->budget);
 		uw->range.sec.src = NULL;
 	}
 	if (ret == -ENOENT)
 		return SFRAME_STEP_UNCOVERED;
+	if (ret == -SFRAME_EBUDGET) {
+		/*
+		 * Counted here, where it happens, whatever the caller does
+		 * next (an interrupt-context walk is redone from the task).
+		 */
+		atomic64_inc(&sframe_counters.walks_budget_exhausted);
+		sframe_stop(uw, SFRAME_STOP_BUDGET);
+		return ret;
+	}
 	if (ret)
 		return sframe_step_error(uw, ret);
 	return 0;
@@ -284,6 +294,13 @@ void sframe_unwind_start(struct sframe_user_unwind *uw,
 	uw->regs = regs;
 	uw->topmost = true;
 	uw->flags = flags;
+	/*
+	 * A walk outside a task (hard interrupt, NMI: the sample path) holds
+	 * a CPU with interrupts off, so it gets the small budget whoever
+	 * calls; its caller may lower either, and redoes a walk that ran out
+	 * from the task.
+	 */
+	uw->budget = in_task() ? SFRAME_WALK_BUDGET : SFRAME_IRQ_WALK_BUDGET;
 	/* Discovery sleeps: only where faults may be served, in a task. */
 	uw->can_sleep = in_task() && !pagefault_disabled();
 	sframe_unwind_set_mm(uw);

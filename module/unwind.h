@@ -16,6 +16,20 @@
  */
 #define SFRAME_STOP_RETRY_IN_TASK 0x100
 
+/*
+ * Budgets of decoding work per walk, in the units of sframe_decode.h
+ * (one per FDE-table read, one per FRE read; cached rows are free).
+ * sframe_unwind_start() gives a walk in a task SFRAME_WALK_BUDGET (uapi:
+ * 2^20), and a walk anywhere else (hard interrupt or NMI, IRQs off: the
+ * sample path) SFRAME_IRQ_WALK_BUDGET: 512 units, some 25 to 50 lookups
+ * in an ordinary section (10 to 20 units each) or a sixteenth of one
+ * lookup at the FRE cap, which keeps it to tens of microseconds (see
+ * docs/benchmarks.md).  The caller may lower uw->budget after
+ * sframe_unwind_start().  A walk that spends it stops with
+ * SFRAME_STOP_BUDGET; the sample path then redoes it from the task.
+ */
+#define SFRAME_IRQ_WALK_BUDGET 512
+
 /* The state of one walk, one frame at a time (like the kernel's own). */
 struct sframe_user_unwind {
 	unsigned long ip, sp, bp;   /* the current frame */
@@ -28,6 +42,7 @@ struct sframe_user_unwind {
 	bool retry_in_task;         /* stopped: discovery needs the task */
 	struct sframe_range range;  /* the section used last, if have_range */
 	bool have_range;
+	u32 budget;                 /* decoding units left (see above) */
 	u32 stop;                   /* enum sframe_stop_reason, once stopped */
 	u32 nr_sframe;              /* frames unwound with SFrame */
 	u32 nr_fp;                  /* frames unwound with frame pointers */

@@ -37,6 +37,57 @@
 #define SFRAME_MAX_FRAMES 4096
 
 /*
+ * ---- Bounds on decoding work ----------------------------------------------
+ *
+ * A section is data from an unprivileged process, and the FREs of a
+ * function have no index: a lookup reads them one by one up to the PC.  So
+ * the work the module does for any one request is bounded in three places.
+ *
+ * Per function: an FDE may have at most SFRAME_MAX_FRES_PER_FDE FREs;
+ * REGISTER and SUPPLY refuse a section with a larger one (E2BIG), and a
+ * lookup that meets one (a section rewritten after registration) ends the
+ * walk with SFRAME_STOP_BAD_FRAME.  Measured (November 2026, Debian 12):
+ * the most FREs in one FDE is 32 in gcc 12 -O2 -Wa,--gsframe output of
+ * googletest's gtest-all.cc (885 FDEs) and of this project's largest C++
+ * files, and in SFrame made from .eh_frame by sframe-client gen: 44 in
+ * libc.so.6 (3713 FDEs), 175 in libstdc++.so.6 (4868), 88 in python3.11
+ * (10222), 100 in libcrypto.so.3 (10952); about 7 on average.  The cap is
+ * 8192, 47 times the largest seen; libsframe-client's generator splits a
+ * longer function into several FDEs.  One lookup therefore costs at most
+ * 32 binary-search probes of the FDE table, one read of a window of FDEs
+ * and 8192 FRE decodes: 8225 units.
+ *
+ * Per walk: a walk may spend SFRAME_WALK_BUDGET units of decoding work,
+ * one unit per read of an FDE table (probe or window) and one per FRE
+ * decoded; rows the module has cached cost nothing, and neither do frames
+ * unwound with frame pointers (each costs two loads).  A walk that runs
+ * out stops with SFRAME_STOP_BUDGET.  No real stack comes near it: a
+ * lookup costs about 10 to 20 units in the libraries above, so 4096
+ * distinct frames need under 100,000.
+ *
+ * Per request: SFRAME_IOC_UNWIND_SELF unwinds at most max_frames
+ * (<= SFRAME_MAX_FRAMES) frames, so its decoding is at most
+ * SFRAME_WALK_BUDGET units (a unit is never spent without the budget
+ * for it), and its other work 4096 frames of a few loads each.  A unit
+ * costs about 6 ns on a current x86 core (the decoder's host build) and
+ * about 170 ns in the kernel under qemu's TCG emulation, so the worst
+ * request, a section at the cap and 4096 crafted frames with distinct
+ * PCs, takes about 7 ms on hardware and 0.1 to 0.4 s under emulation
+ * (docs/benchmarks.md), where a typical one takes microseconds.  It
+ * reschedules between frames and returns EINTR as soon as the caller
+ * has a fatal signal.  Walks for sessions run from the task with the
+ * same budget; a walk at sample time (hard interrupt or NMI context)
+ * gets 512 units, a few microseconds on hardware, and one that runs out
+ * ends with SFRAME_STOP_BUDGET (and is redone from the task where the
+ * module can).
+ * Validation at REGISTER and SUPPLY (one pass over every FDE and FRE)
+ * reschedules every 4096 of them and returns EINTR to a task being
+ * killed.
+ */
+#define SFRAME_MAX_FRES_PER_FDE 8192
+#define SFRAME_WALK_BUDGET (1u << 20)
+
+/*
  * SFRAME_IOC_REGISTER: register the .sframe section at [sframe_addr,
  * sframe_addr + sframe_len) of the caller's memory as describing the text at
  * [text_start, text_start + text_len).  The section stays in user memory; the
@@ -51,7 +102,8 @@
  *               section whose header or tables are inconsistent (offsets or
  *               counts beyond sframe_len, unsorted FDEs, an FDE outside the
  *               text range, an FRE outside the FRE sub-section)
- *   E2BIG       sframe_len above SFRAME_MAX_SECTION_SIZE, or a larger struct
+ *   E2BIG       sframe_len above SFRAME_MAX_SECTION_SIZE, an FDE with more
+ *               than SFRAME_MAX_FRES_PER_FDE FREs, or a larger struct
  *               whose unknown tail is not zero
  *   ENOEXEC     the bytes are not SFrame (bad magic)
  *   EOPNOTSUPP  an SFrame version or ABI/arch this module does not read
@@ -63,6 +115,8 @@
  *               (sections, and executable mappings discovery found to have
  *               no .sframe)
  *   ENOMEM      out of kernel memory
+ *   EINTR       the caller got a fatal signal while the section was being
+ *               validated (the registration does not happen)
  */
 struct sframe_register {
 	__u32 size;        /* sizeof(struct sframe_register) */
@@ -115,7 +169,7 @@ enum sframe_stop_reason {
 	 * misaligned or zero return address, a malformed row. */
 	SFRAME_STOP_BAD_FRAME = 5,
 	/* The walk spent its decoding budget (SFRAME_WALK_BUDGET, see the
-	 * bounds below) on crafted or pathological sections. */
+	 * bounds above) on crafted or pathological sections. */
 	SFRAME_STOP_BUDGET = 6,
 };
 
@@ -124,11 +178,14 @@ enum sframe_stop_reason {
  * registers it had when it made this ioctl.  frames[0] is the user PC right
  * after the system call instruction, frames[1] its caller's return address,
  * and so on.  The walk always terminates: each frame's stack pointer must be
- * above the previous one, and at most max_frames are stored.
+ * above the previous one, and at most max_frames are stored.  Its decoding
+ * work is bounded by SFRAME_WALK_BUDGET (see "Bounds on decoding work"
+ * above): a walk that spends it stops with SFRAME_STOP_BUDGET.
  *
  * Errors: EINVAL (size, flags: at least one method, reserved, max_frames of
  * 0 or above SFRAME_MAX_FRAMES), E2BIG, EFAULT (the struct or frames buffer
- * is not writable).  A walk that stops early is not an error: see
+ * is not writable), EINTR (the caller got a fatal signal during the walk:
+ * nothing is written back).  A walk that stops early is not an error: see
  * stop_reason.
  */
 struct sframe_unwind_self {
@@ -216,7 +273,9 @@ struct sframe_stats {
  * section replaces discovered ones it overlaps.
  *
  * Errors: as SFRAME_IOC_REGISTER (EFAULT and EACCES about the target's
- * text, EFAULT also for unreadable sframe_data), and:
+ * text, EFAULT also for unreadable sframe_data; E2BIG also for an FDE with
+ * more than SFRAME_MAX_FRES_PER_FDE FREs; EINTR for a fatal signal during
+ * validation), and:
  *   ESRCH   no process pid (or it has no address space: exiting, kernel)
  *   EPERM   the caller may not ptrace-attach to pid
  *   EDQUOT  the target's supplied sections would exceed

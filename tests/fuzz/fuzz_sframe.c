@@ -42,6 +42,28 @@ static void check_row(const struct sframe_row *row)
 		abort();
 }
 
+/*
+ * A lookup with a budget of small units never spends more than it was
+ * given nor more than SFRAME_LOOKUP_MAX_UNITS, and runs out with
+ * -SFRAME_EBUDGET only when it spent all of it.
+ */
+static void check_budget(const struct sframe_section *sec, uint64_t pc,
+			 uint8_t small)
+{
+	struct sframe_row row;
+	uint32_t budget = small, big = SFRAME_LOOKUP_MAX_UNITS + 1;
+	int ret;
+
+	ret = sframe_find_row_budget(sec, pc, &row, &budget);
+	if (budget > small || (ret == -SFRAME_EBUDGET && budget))
+		abort();
+	if (!ret)
+		check_row(&row);
+	ret = sframe_find_row_budget(sec, pc, &row, &big);
+	if (ret == -SFRAME_EBUDGET || !big)
+		abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct sframe_mem_stats stats;
@@ -102,6 +124,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				   fde.func_start + fde.func_size };
 		for (j = 0; j < sizeof(pcs) / sizeof(pcs[0]); j++) {
 			ret = sframe_find_row(&sec, pcs[j], &row);
+			check_budget(&sec, pcs[j], data[i % size]);
 			if (!ret) {
 				check_row(&row);
 				if (sframe_find_fde(&sec, pcs[j], &fde))

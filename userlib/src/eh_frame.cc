@@ -11,6 +11,7 @@
 
 #include "cfi.h"
 #include "elf_file.h"
+#include "sframe_unwind.h"
 #include "sframe_client/error.h"
 #include "sframe_client/sframe_format.h"
 
@@ -50,8 +51,11 @@ constexpr char kReasonFar[] = "over 1.75 GiB from the text start";
 // Version 2 FDEs give their start as 32-bit offsets from the section, which
 // is built for the text start: rows further away are not written.
 constexpr uint64_t kMaxReach = 0x70000000;
-// Version 3 attribute records count FREs in 16 bits.
-constexpr size_t kMaxFresPerFde = 0xffff;
+// The module refuses an FDE with more FREs than SFRAME_MAX_FRES_PER_FDE
+// (which is also below version 3's 16-bit count): longer functions are
+// split into several FDEs.
+constexpr size_t kMaxFresPerFde = SFRAME_MAX_FRES_PER_FDE;
+static_assert(kMaxFresPerFde <= 0xffff, "v3 attribute records count FREs in 16 bits");
 
 // What a covered row says, in SFrame's terms.
 struct Rule {

@@ -60,7 +60,8 @@ constexpr Description kDescriptions[] = {
      "invalid request or inconsistent .sframe header/tables (size, flags, reserved fields, "
      "lengths, or offsets/counts/FDEs that do not fit)"},
     {op::kRegister, E2BIG,
-     ".sframe section larger than SFRAME_MAX_SECTION_SIZE, or unknown non-zero struct tail"},
+     ".sframe section larger than SFRAME_MAX_SECTION_SIZE, an FDE with more than "
+     "SFRAME_MAX_FRES_PER_FDE FREs, or unknown non-zero struct tail"},
     {op::kRegister, ENOEXEC, "not an SFrame section (bad magic)"},
     {op::kRegister, EOPNOTSUPP, "SFrame version, flags or ABI/arch not supported by the module"},
     {op::kRegister, EFAULT, ".sframe section or text range not mapped"},
@@ -68,6 +69,7 @@ constexpr Description kDescriptions[] = {
     {op::kRegister, EEXIST, ".sframe text range overlaps a registered one"},
     {op::kRegister, ENOSPC, "process already has SFRAME_MAX_SECTIONS_PER_MM sections"},
     {op::kRegister, ENOMEM, "out of kernel memory"},
+    {op::kRegister, EINTR, "interrupted by a fatal signal during validation"},
     {op::kUnregister, ENOENT, "no section registered with this text start"},
     {op::kUnregister, EINVAL, "invalid request (size, flags or reserved fields)"},
     {op::kUnregister, ESRCH, "no such process"},
@@ -76,7 +78,8 @@ constexpr Description kDescriptions[] = {
      "invalid request or inconsistent .sframe header/tables (size, flags, reserved fields, "
      "lengths, or offsets/counts/FDEs that do not fit)"},
     {op::kSupply, E2BIG,
-     ".sframe section larger than SFRAME_MAX_SECTION_SIZE, or unknown non-zero struct tail"},
+     ".sframe section larger than SFRAME_MAX_SECTION_SIZE, an FDE with more than "
+     "SFRAME_MAX_FRES_PER_FDE FREs, or unknown non-zero struct tail"},
     {op::kSupply, ENOEXEC, "not an SFrame section (bad magic)"},
     {op::kSupply, EOPNOTSUPP, "SFrame version, flags or ABI/arch not supported by the module"},
     {op::kSupply, EFAULT, "section bytes unreadable, or the target's text range not mapped"},
@@ -96,6 +99,7 @@ constexpr Description kDescriptions[] = {
      "invalid request (size, flags, reserved fields, or max_frames 0 or above "
      "SFRAME_MAX_FRAMES)"},
     {op::kUnwindSelf, EFAULT, "request or frames buffer not writable"},
+    {op::kUnwindSelf, EINTR, "interrupted by a fatal signal"},
     {op::kGetStats, EINVAL, "invalid request (size)"},
     {"session start", EINVAL, "invalid request (size, flags, reserved, target_type or limits)"},
     {"session start", E2BIG, "unknown non-zero struct tail"},

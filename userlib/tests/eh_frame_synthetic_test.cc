@@ -463,7 +463,8 @@ TEST(GenerateSynthetic, OverlappingAndOutsideFdes) {
   expect_sp(d.row(0x1100), 8, "alone");
 }
 
-// More rows than a v3 attribute record can count: several SFrame FDEs.
+// More rows than a v3 attribute record can count, or than the module takes
+// in one FDE (SFRAME_MAX_FRES_PER_FDE): several SFrame FDEs.
 TEST(GenerateSynthetic, HugeFunctionIsSplit) {
   const uint64_t rows = 70000;
   std::vector<uint8_t> insns;
@@ -476,11 +477,12 @@ TEST(GenerateSynthetic, HugeFunctionIsSplit) {
   o.version = 3;
   const GeneratedSframe g = gen(build({Cie{}}, {Fde{0x1000, rows, insns}}), o);
   EXPECT_EQ(g.stats.rows, rows);
-  EXPECT_EQ(g.stats.sframe_fdes, 2u);
+  const uint64_t cap = SFRAME_MAX_FRES_PER_FDE;
+  EXPECT_EQ(g.stats.sframe_fdes, (rows + cap - 1) / cap);
   Decoded d(g);
   ASSERT_TRUE(d.ok());
-  for (uint64_t pc :
-       {uint64_t{0}, uint64_t{1}, uint64_t{65534}, uint64_t{65535}, uint64_t{65536}, rows - 1}) {
+  for (uint64_t pc : {uint64_t{0}, uint64_t{1}, cap - 1, cap, cap + 1, uint64_t{65534}, uint64_t{65535},
+                      uint64_t{65536}, rows - 1}) {
     expect_sp(d.row(0x1000 + pc), pc % 2 ? 16 : 8, "row");
   }
 }

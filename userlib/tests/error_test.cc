@@ -22,7 +22,7 @@ TEST(ErrorTest, RegisterOverlapMessage) {
 }
 
 TEST(ErrorTest, EveryRegisterErrnoOfTheUapiHasItsOwnWords) {
-  for (int err : {EINVAL, E2BIG, ENOEXEC, EOPNOTSUPP, EFAULT, EACCES, EEXIST, ENOSPC, ENOMEM}) {
+  for (int err : {EINVAL, E2BIG, ENOEXEC, EOPNOTSUPP, EFAULT, EACCES, EEXIST, ENOSPC, ENOMEM, EINTR}) {
     std::string d = sframe::describe_errno(sframe::op::kRegister, err);
     EXPECT_NE(d, std::strerror(err)) << sframe::errno_name(err);
   }
