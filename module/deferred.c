@@ -187,7 +187,8 @@ static u64 sframe_new_cookie(void)
  * from the sampled registers when they are real (hardware events), and
  * from the stack pointer when perf synthesized them (software and
  * tracepoint events: perf_fetch_caller_regs() leaves the flags without
- * X86_EFLAGS_FIXED, the test of perf_hw_regs()).
+ * X86_EFLAGS_FIXED, the test of perf_hw_regs()), frame for frame as
+ * arch/x86/events/core.c of 6.1 does.
  */
 static u32 sframe_capture_kernel(struct pt_regs *regs, u64 *ips, u32 max)
 {
@@ -197,11 +198,13 @@ static u32 sframe_capture_kernel(struct pt_regs *regs, u64 *ips, u32 max)
 
 	if (user_mode(regs))
 		return 0;
-	ips[n++] = regs->ip;
-	if (regs->flags & X86_EFLAGS_FIXED)
+	if (regs->flags & X86_EFLAGS_FIXED) {
+		ips[n++] = regs->ip;
 		unwind_start(&state, current, regs, NULL);
-	else
+	} else {
+		/* The first frame the unwinder reports is regs->ip's. */
 		unwind_start(&state, current, NULL, (void *)regs->sp);
+	}
 	for (; !unwind_done(&state) && n < max; unwind_next_frame(&state)) {
 		addr = unwind_get_return_address(&state);
 		if (!addr)

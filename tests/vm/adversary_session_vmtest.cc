@@ -674,14 +674,22 @@ TEST_F(SessionTest, KernelStacksOfSoftwareEventsAreTheOnesPerfRecords) {
       }
     }
   }
-  sframe::KernelSymbolizer k;
+  std::string perf_example;
+  if (!perf_chains.empty()) {
+    char buf[64];
+    for (uint64_t ip : perf_chains[perf_chains.size() / 2]) {
+      std::snprintf(buf, sizeof(buf), " %" PRIx64, ip);
+      perf_example += buf;
+    }
+  }
   RecordProperty("perf_samples", std::to_string(perf_chains.size()));
   RecordProperty("session_samples", std::to_string(samples));
   ASSERT_GE(perf_chains.size(), 200u);
   ASSERT_GE(samples, 200u);
   EXPECT_GE(equal * 100, samples * 95)
       << equal << " of " << samples << " session samples carry a kernel stack perf recorded for "
-      << "the same event; e.g. one that does not:" << example;
+      << "the same event; e.g. one that does not:" << example << "\nand one of perf's:"
+      << perf_example;
 }
 
 }  // namespace
