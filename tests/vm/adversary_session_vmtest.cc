@@ -72,6 +72,13 @@ std::string ReadFile(const std::string& path) {
   return s;
 }
 
+// The module's bound on how long a sample waits (250 if the module has no
+// such parameter: a module from before the bound, which must then fail).
+unsigned SampleMaxWaitMs() {
+  std::string v = ReadFile("/sys/module/sframe_unwind/parameters/sample_max_wait_ms");
+  return v.empty() ? 250u : static_cast<unsigned>(std::stoul(v));
+}
+
 bool WriteFile(const std::string& path, const std::string& value) {
   std::ofstream f(path);
   f << value << "\n";
@@ -191,9 +198,7 @@ TEST_F(SessionTest, TasksBlockedInTheKernelDoNotBlindAnotherSession) {
     GTEST_SKIP() << "the victim is a root CPU-wide session; the attacker runs as uid 65534 in a "
                     "child of the root run";
   }
-  const unsigned max_wait_ms =
-      static_cast<unsigned>(std::stoul(ReadFile("/sys/module/sframe_unwind/parameters/"
-                                                "sample_max_wait_ms")));
+  const unsigned max_wait_ms = SampleMaxWaitMs();
   auto w = StartWorkload({"spin", "0"});
   ASSERT_TRUE(w);
   sframe::PerfEventOptions po = PerfOptions(10000);
@@ -258,9 +263,7 @@ TEST_F(SessionTest, TasksBlockedInTheKernelDoNotBlindAnotherSession) {
 TEST_F(SessionTest, ABlockedTasksSampleComesOutWithinTheBound) {
   SKIP_WITHOUT_PERF();
   if (UserOnly()) GTEST_SKIP() << "kernel-mode samples need paranoid <= 1 (is " << paranoid_ << ")";
-  const unsigned max_wait_ms =
-      static_cast<unsigned>(std::stoul(ReadFile("/sys/module/sframe_unwind/parameters/"
-                                                "sample_max_wait_ms")));
+  const unsigned max_wait_ms = SampleMaxWaitMs();
   Pipe ready, release, go;
   ASSERT_TRUE(ready.r && release.r && go.r);
   std::fflush(nullptr);
@@ -690,6 +693,92 @@ TEST_F(SessionTest, KernelStacksOfSoftwareEventsAreTheOnesPerfRecords) {
       << equal << " of " << samples << " session samples carry a kernel stack perf recorded for "
       << "the same event; e.g. one that does not:" << example << "\nand one of perf's:"
       << perf_example;
+}
+
+// ---- finding 9: 32-bit code ----------------------------------------------------------
+
+// Machine code for an address below 4 GiB (base): called from 64-bit code
+// as void f(uint32_t n), it far-jumps into the 32-bit user code segment
+// (__USER32_CS, 0x23), counts ecx down from n there, and far-jumps back
+// (__USER_CS, 0x33).  What a 32-bit program, or a 64-bit one running
+// 32-bit code, looks like to a sample.
+std::vector<uint8_t> CompatSpinCode(uint32_t base) {
+  auto le32 = [](std::vector<uint8_t>* v, uint32_t x) {
+    for (int i = 0; i < 4; i++) v->push_back(static_cast<uint8_t>(x >> (8 * i)));
+  };
+  std::vector<uint8_t> c = {
+      0x53,                                      // 0: push %rbx
+      0x89, 0xf9,                                // 1: mov %edi,%ecx
+      0x48, 0x8d, 0x05, 0x02, 0x00, 0x00, 0x00,  // 3: lea 2(%rip),%rax (-> 12)
+      0xff, 0x28,                                // 10: ljmp *(%rax) (m16:32)
+  };
+  le32(&c, base + 18);  // 12: offset of the 32-bit code
+  c.push_back(0x23);    // 16: selector __USER32_CS
+  c.push_back(0x00);
+  c.push_back(0x49);    // 18: dec %ecx (32-bit)
+  c.push_back(0x75);    // 19: jnz 18
+  c.push_back(0xfd);
+  c.push_back(0xea);    // 21: ljmp $0x33, base + 28
+  le32(&c, base + 28);
+  c.push_back(0x33);
+  c.push_back(0x00);
+  c.push_back(0x5b);  // 28: pop %rbx (64-bit again)
+  c.push_back(0xc3);  // 29: ret
+  return c;
+}
+
+TEST_F(SessionTest, SamplesOf32BitCodeGetNoUserStack) {
+  SKIP_WITHOUT_PERF();
+  Pipe go;
+  ASSERT_TRUE(go.r);
+  std::fflush(nullptr);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    go.w.reset();
+    void* m = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_32BIT,
+                   -1, 0);
+    if (m == MAP_FAILED) _exit(2);
+    std::vector<uint8_t> code = CompatSpinCode(static_cast<uint32_t>(reinterpret_cast<uintptr_t>(m)));
+    std::memcpy(m, code.data(), code.size());
+    if (mprotect(m, 4096, PROT_READ | PROT_EXEC) != 0) _exit(3);
+    char c;
+    if (read(go.r.get(), &c, 1) != 1) _exit(4);
+    // On a stack below 4 GiB too: returning from an interrupt into 32-bit
+    // code keeps only the low half of the stack pointer under qemu.
+    constexpr size_t kStack = 1 << 20;
+    void* stack = mmap(nullptr, kStack, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_32BIT, -1, 0);
+    if (stack == MAP_FAILED) _exit(5);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstack(&attr, stack, kStack);
+    pthread_t t;
+    if (pthread_create(&t, &attr, [](void* code) -> void* {
+          auto spin32 = reinterpret_cast<void (*)(uint32_t)>(code);
+          const uint64_t end = NowMs() + 3000;
+          while (NowMs() < end) spin32(20000000);
+          return nullptr;
+        }, m) != 0)
+      _exit(6);
+    pthread_join(t, nullptr);
+    _exit(0);
+  }
+  go.r.reset();
+  sframe::PerfEvent ev = sframe::PerfEvent::open_process(child, PerfOptions(2000));
+  Session s = Session::start(Target::kProcess, child, SframeOnly());
+  WriteAll(go.w.get(), "g");
+  Collected c = Collect(&s, &ev, 3500);
+  EXPECT_EQ(WaitStatus(child), 0) << "the 32-bit code did not run and return";
+  size_t compat = 0, compat_with_user = 0;
+  for (const Sample* smp : c.Samples()) {
+    if (!smp->has(SFRAME_SAMPLE_F_COMPAT)) continue;
+    compat++;
+    compat_with_user += !smp->user.empty() || !smp->has(SFRAME_SAMPLE_F_NO_USER);
+  }
+  RecordProperty("compat_samples", std::to_string(compat));
+  EXPECT_GE(compat, 100u) << "samples taken in 32-bit mode, of " << c.Samples().size();
+  EXPECT_EQ(compat_with_user, 0u) << "32-bit samples with an AMD64 user walk";
 }
 
 }  // namespace
