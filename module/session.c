@@ -422,13 +422,20 @@ static u32 sframe_ring_size(u32 requested)
 	return roundup_pow_of_two(requested);
 }
 
-/* The per-user bounds, for this caller: U64_MAX where none applies. */
-static u64 sframe_session_limit(enum sframe_quota_res res)
+/*
+ * The per-user bounds, for this caller: U64_MAX where none applies.
+ * audit: the check is for a real request (as perf's), not a report.
+ */
+static u64 sframe_session_limit(enum sframe_quota_res res, bool audit)
 {
+	bool ipc_lock;
+
 	if (res == SFRAME_QUOTA_SESSIONS)
 		return READ_ONCE(session_max_user);
 	/* perf's rule for ring buffers beyond perf_event_mlock_kb. */
-	if (capable(CAP_IPC_LOCK))
+	ipc_lock = audit ? capable(CAP_IPC_LOCK) :
+			   has_capability_noaudit(current, CAP_IPC_LOCK);
+	if (ipc_lock)
 		return U64_MAX;
 	return (u64)READ_ONCE(session_max_user_kb) << 10;
 }
@@ -437,9 +444,10 @@ void sframe_sessions_user_stats(struct sframe_stats *st)
 {
 	struct sframe_user *user = sframe_user_current();
 
-	st->user_sessions_limit = sframe_session_limit(SFRAME_QUOTA_SESSIONS);
+	st->user_sessions_limit =
+		sframe_session_limit(SFRAME_QUOTA_SESSIONS, false);
 	st->user_session_bytes_limit =
-		sframe_session_limit(SFRAME_QUOTA_SESSION_BYTES);
+		sframe_session_limit(SFRAME_QUOTA_SESSION_BYTES, false);
 	if (!user)
 		return;
 	st->user_sessions = sframe_user_usage(user, SFRAME_QUOTA_SESSIONS);
@@ -454,12 +462,13 @@ static int sframe_session_charge(struct sframe_session *s)
 	int ret;
 
 	ret = sframe_user_charge(s->user, SFRAME_QUOTA_SESSIONS, 1,
-				 sframe_session_limit(SFRAME_QUOTA_SESSIONS));
+				 sframe_session_limit(SFRAME_QUOTA_SESSIONS, true));
 	if (ret)
 		return ret;
 	ret = sframe_user_charge(s->user, SFRAME_QUOTA_SESSION_BYTES,
 				 s->ring_size,
-				 sframe_session_limit(SFRAME_QUOTA_SESSION_BYTES));
+				 sframe_session_limit(SFRAME_QUOTA_SESSION_BYTES,
+						      true));
 	if (ret) {
 		sframe_user_uncharge(s->user, SFRAME_QUOTA_SESSIONS, 1);
 		return ret;
