@@ -3,37 +3,54 @@
  * Deferred user unwinding, the way upstream's kernel/unwind/deferred.c
  * does it, on a kernel that does not have it.
  *
- * At sample time (NMI or IRQ) nothing may sleep or fault, and user memory
- * may fault.  So a sample keeps only its kernel stack, and the user stack
- * is unwound by a task_work when the task returns to user space.  Every
+ * At sample time (NMI or IRQ) nothing may sleep, and user memory may
+ * fault.  So a sample keeps only its kernel stack, and the user stack is
+ * unwound by a task_work when the task returns to user space.  Every
  * sample taken while the task stays in the kernel belongs to the same
  * kernel entry and gets the same user stack: one unwind serves them all,
  * and one cookie (CPU id and a per-CPU counter) names the entry.
  *
- * A task's pending entry lives in a slot of a fixed table, found by the
- * task's address; the stock kernel has no room in task_struct for it.  A
- * slot's owner word is the task pointer with SLOT_PENDING set while an
- * unwind is queued; a task keeps its slot (not pending) afterwards, and
- * any task may take over a slot that is not pending.  All changes are
- * cmpxchg, so NMIs may claim slots.  A task's samples are all taken on the
- * CPU it runs on, in its own context or in interrupts of it, so a slot's
- * sample list is only ever touched from there (and once more at unload).
+ * Upstream keeps a task's pending entry in task_struct; the stock kernel
+ * has no room there.  Here each pending entry is a request: an object of
+ * its own, with its own task_work, taken from a per-CPU pool when a task's
+ * first sample of an entry comes in and owned by that task until its
+ * unwind ran.  A CPU remembers the last few requests it made, so the next
+ * samples of the same entry find and join theirs; a task that moved to
+ * another CPU meanwhile gets a second request (a second unwind of the same
+ * stack, a second cookie), never a wrong one.  No task can take over or
+ * hold another task's request.
  *
- * Sample buffers come from per-CPU pools filled at the first session:
- * nothing is allocated in NMI.  A pool is popped only on its own CPU, and
- * a sample taken in an NMI that interrupted a pop on the same CPU is
- * dropped (and counted) rather than risk the llist ABA problem.
+ * A request's owner word is the task with its state in the low bits.
+ * Samples join only a PENDING request of their own task, counted in
+ * `joining` while they look, so whoever closes the request (its unwind,
+ * or the flusher below) knows when no sample can still be joining and
+ * takes the list whole: no sample is stranded.
+ *
+ * A task may block in the kernel for hours after a sample.  Its samples
+ * are not held for that long: the flusher (a delayed work) closes every
+ * request older than sample_max_wait_ms, delivers its samples with their
+ * kernel stacks and SFRAME_SAMPLE_F_TIMEOUT, and cancels its task_work.
+ * So a sample waits at most sample_max_wait_ms plus one flusher period,
+ * and the pools cannot be drained by tasks that never return.
+ *
+ * Sample buffers and requests come from per-CPU pools filled before the
+ * first request: nothing is allocated in NMI.  A pool is popped only on
+ * its own CPU, and a pop in an NMI that interrupted a pop on the same CPU
+ * fails (the sample is dropped and counted) rather than risk the llist
+ * ABA problem.
  *
  * Samples that can have no user stack (kernel threads, tasks whose mm is
- * gone, tasks that exit before their task_work could be queued) are
- * written from an irq_work.  From NMI, task_work_add() is not allowed on
- * 6.1 either, so an irq_work queues it (NMI -> irq_work -> task_work).
+ * gone or that exit, 32-bit tasks) are delivered from an irq_work.  From
+ * NMI, task_work_add() is not allowed on 6.1 either, so an irq_work queues
+ * it (NMI -> irq_work -> task_work).
  */
-#include <linux/hash.h>
 #include <linux/irq_work.h>
+#include <linux/moduleparam.h>
 #include <linux/percpu.h>
+#include <linux/pid.h>
 #include <linux/rcupdate.h>
 #include <linux/sched.h>
+#include <linux/sched/task.h>
 #include <linux/sched/task_stack.h>
 #include <linux/slab.h>
 #include <linux/task_work.h>
@@ -41,33 +58,58 @@
 #include <linux/uaccess.h>
 #include <linux/vmalloc.h>
 #include <linux/wait_bit.h>
+#include <linux/workqueue.h>
 #include <asm/unwind.h>
 
 #include "deferred.h"
 #include "ksyms.h"
-#include "session.h"
 #include "sframe_unwind.h"
 #include "stats.h"
 #include "unwind.h"
 
-#define SLOT_BITS 10
-#define SLOT_COUNT (1u << SLOT_BITS)
-#define SLOT_PROBES 8
-#define SLOT_PENDING 1UL
-#define POOL_PER_CPU 512
+#define SAMPLES_PER_CPU 512
+#define REQUESTS_PER_CPU 256
+/* Requests a CPU remembers, for the next samples of the same entries. */
+#define RECENT_PER_CPU 8
 
-struct sframe_slot {
-	atomic_long_t owner;        /* task | SLOT_PENDING, task, or 0 */
-	u64 cookie;                 /* of the pending entry */
+/* Request states, in the low bits of the owner word (task | state). */
+#define REQ_PENDING 1UL   /* its unwind is queued; samples may join */
+#define REQ_CLOSED 2UL    /* its samples are delivered or being delivered */
+#define REQ_STATE_MASK 3UL
+
+static unsigned int sample_max_wait_ms = 250;
+module_param(sample_max_wait_ms, uint, 0644);
+MODULE_PARM_DESC(sample_max_wait_ms,
+		 "Longest a session sample waits for its task to return to user space (ms, 10..10000)");
+
+static unsigned long irq_walk_max_ns;
+module_param(irq_walk_max_ns, ulong, 0444);
+MODULE_PARM_DESC(irq_walk_max_ns,
+		 "Longest user walk done in interrupt context since load (ns)");
+
+struct sframe_request {
+	atomic_long_t owner;        /* task | REQ_*, or 0 when free */
+	atomic_t joining;           /* samples between check and add */
+	atomic_t ref;               /* its unwind, and a flusher at work */
+	u64 cookie;                 /* set before owner (release) */
+	u64 since;                  /* ns: its first sample */
+	struct task_struct *task;   /* referenced while in use */
 	struct llist_head samples;
 	struct callback_head twork; /* the unwind at return to user space */
 	struct irq_work queue_work; /* NMI: queues twork from IRQ context */
+	struct llist_node free_node;
+	u32 home_cpu;
 };
 
+/* A per-CPU free list; popped on its own CPU only. */
 struct sframe_pool {
 	struct llist_head free;
 	int busy;                   /* a pop is in progress on this CPU */
-	struct sframe_sample *mem;
+};
+
+struct sframe_recent {
+	struct sframe_request *req[RECENT_PER_CPU];
+	unsigned int next;
 };
 
 struct sframe_immediate {
@@ -75,10 +117,21 @@ struct sframe_immediate {
 	struct irq_work work;
 };
 
-static struct sframe_slot *sframe_slots;
-static DEFINE_PER_CPU(struct sframe_pool, sframe_pools);
+static const struct sframe_deferred_ops *sframe_ops;
+static DEFINE_PER_CPU(struct sframe_pool, sframe_sample_pool);
+static DEFINE_PER_CPU(struct sframe_pool, sframe_request_pool);
+static DEFINE_PER_CPU(struct sframe_recent, sframe_recent);
 static DEFINE_PER_CPU(struct sframe_immediate, sframe_immediate);
 static DEFINE_PER_CPU(u64, sframe_cookie_seq);
+static struct sframe_sample *sframe_sample_mem;   /* all CPUs' buffers */
+static struct sframe_request *sframe_request_mem; /* all CPUs' requests */
+static unsigned int sframe_nr_requests;
+static bool sframe_pools_ready;
+/* Requests in use: unload waits for zero. */
+static atomic_t sframe_requests_busy = ATOMIC_INIT(0);
+
+static void sframe_flush_fn(struct work_struct *work);
+static DECLARE_DELAYED_WORK(sframe_flush_work, sframe_flush_fn);
 
 /* Walks done in the interrupt itself: see sframe_unwind_now(). */
 #define SFRAME_NOW_MAX_FRAMES 128
@@ -86,27 +139,40 @@ struct sframe_now_buf {
 	u64 frames[SFRAME_UNWIND_F_ALL][SFRAME_NOW_MAX_FRAMES];
 };
 static struct sframe_now_buf __percpu *sframe_now_bufs;
-static bool sframe_pools_ready;
-/* Slots claimed and not yet finished: unload waits for zero. */
-static atomic_t sframe_pending = ATOMIC_INIT(0);
 
-static struct sframe_sample *sframe_pool_get(void)
+static struct llist_node *sframe_pool_pop(struct sframe_pool __percpu *pools)
 {
-	struct sframe_pool *pool = this_cpu_ptr(&sframe_pools);
+	struct sframe_pool *pool = this_cpu_ptr(pools);
 	struct llist_node *node = NULL;
 
 	if (!READ_ONCE(sframe_pools_ready))
 		return NULL;
-	if (this_cpu_inc_return(sframe_pools.busy) == 1)
+	if (this_cpu_inc_return(pools->busy) == 1)
 		node = llist_del_first(&pool->free);
-	this_cpu_dec(sframe_pools.busy);
-	return node ? llist_entry(node, struct sframe_sample, node) : NULL;
+	this_cpu_dec(pools->busy);
+	return node;
 }
 
 /* Any CPU, any context: back to the pool of the CPU it came from. */
-static void sframe_pool_put(struct sframe_sample *smp)
+static void sframe_pool_push(struct sframe_pool __percpu *pools, u32 cpu,
+			     struct llist_node *node)
 {
-	llist_add(&smp->node, &per_cpu_ptr(&sframe_pools, smp->home_cpu)->free);
+	llist_add(node, &per_cpu_ptr(pools, cpu)->free);
+}
+
+static void sframe_sample_free(struct sframe_sample *smp)
+{
+	put_pid(smp->pid);
+	put_pid(smp->tgid);
+	sframe_pool_push(&sframe_sample_pool, smp->home_cpu, &smp->node);
+}
+
+/* Hand a finished sample to the consumer, and free it. */
+static void sframe_sample_done(struct sframe_sample *smp, u32 flags,
+			       const struct sframe_user_stacks *stacks)
+{
+	sframe_ops->deliver(smp, smp->flags | flags, stacks);
+	sframe_sample_free(smp);
 }
 
 static u64 sframe_new_cookie(void)
@@ -117,38 +183,13 @@ static u64 sframe_new_cookie(void)
 }
 
 /*
- * The slot of task with an entry pending, or a slot newly claimed for it
- * (*claimed), or NULL when every slot it may use is pending for others.
+ * The kernel stack of the sample, as perf_callchain_kernel() takes it:
+ * from the sampled registers when they are real (hardware events), and
+ * from the stack pointer when perf synthesized them (software and
+ * tracepoint events: perf_fetch_caller_regs() leaves the flags without
+ * X86_EFLAGS_FIXED, the test of perf_hw_regs()), frame for frame as
+ * arch/x86/events/core.c of 6.1 does.
  */
-static struct sframe_slot *sframe_slot_get(struct task_struct *task,
-					   bool *claimed)
-{
-	unsigned long pending = (unsigned long)task | SLOT_PENDING;
-	u32 h = hash_ptr(task, SLOT_BITS), i;
-	struct sframe_slot *slot;
-	long old;
-
-	for (i = 0; i < SLOT_PROBES; i++) {
-		slot = &sframe_slots[(h + i) & (SLOT_COUNT - 1)];
-		if (atomic_long_read(&slot->owner) == pending) {
-			*claimed = false;
-			return slot;
-		}
-	}
-	for (i = 0; i < SLOT_PROBES; i++) {
-		slot = &sframe_slots[(h + i) & (SLOT_COUNT - 1)];
-		old = atomic_long_read(&slot->owner);
-		if (old & SLOT_PENDING)
-			continue;
-		if (atomic_long_cmpxchg(&slot->owner, old, pending) == old) {
-			slot->cookie = sframe_new_cookie();
-			*claimed = true;
-			return slot;
-		}
-	}
-	return NULL;
-}
-
 static u32 sframe_capture_kernel(struct pt_regs *regs, u64 *ips, u32 max)
 {
 	struct unwind_state state;
@@ -157,10 +198,14 @@ static u32 sframe_capture_kernel(struct pt_regs *regs, u64 *ips, u32 max)
 
 	if (user_mode(regs))
 		return 0;
-	/* As perf_callchain_kernel() does: ORC from the sampled registers. */
-	ips[n++] = regs->ip;
-	for (unwind_start(&state, current, regs, NULL);
-	     !unwind_done(&state) && n < max; unwind_next_frame(&state)) {
+	if (regs->flags & X86_EFLAGS_FIXED) {
+		ips[n++] = regs->ip;
+		unwind_start(&state, current, regs, NULL);
+	} else {
+		/* The first frame the unwinder reports is regs->ip's. */
+		unwind_start(&state, current, NULL, (void *)regs->sp);
+	}
+	for (; !unwind_done(&state) && n < max; unwind_next_frame(&state)) {
 		addr = unwind_get_return_address(&state);
 		if (!addr)
 			break;
@@ -169,7 +214,7 @@ static u32 sframe_capture_kernel(struct pt_regs *regs, u64 *ips, u32 max)
 	return n;
 }
 
-/* Write and free samples that have no user stack (IRQ context). */
+/* Deliver samples that have no user stack (IRQ context). */
 static void sframe_immediate_run(struct irq_work *work)
 {
 	struct sframe_immediate *imm =
@@ -177,11 +222,8 @@ static void sframe_immediate_run(struct irq_work *work)
 	struct llist_node *list = llist_del_all(&imm->samples);
 	struct sframe_sample *smp, *next;
 
-	llist_for_each_entry_safe(smp, next, list, node) {
-		sframe_sessions_deliver(smp, smp->flags | SFRAME_SAMPLE_F_NO_USER,
-					NULL);
-		sframe_pool_put(smp);
-	}
+	llist_for_each_entry_safe(smp, next, list, node)
+		sframe_sample_done(smp, SFRAME_SAMPLE_F_NO_USER, NULL);
 }
 
 static void sframe_immediate_queue(struct sframe_sample *smp, u32 flags)
@@ -193,58 +235,94 @@ static void sframe_immediate_queue(struct sframe_sample *smp, u32 flags)
 	irq_work_queue(&imm->work);
 }
 
-/*
- * The slot's entry is over: write its samples, with the user stacks if
- * there are any, and give the slot back to owner (the task, or 0).
- */
-static void sframe_slot_finish(struct sframe_slot *slot, unsigned long owner,
-			       u32 flags,
-			       const struct sframe_user_stacks *stacks)
+/* ---- requests ------------------------------------------------------- */
+
+static unsigned long sframe_req_word(struct task_struct *task,
+				     unsigned long state)
 {
-	u64 cookie = slot->cookie;
-	struct llist_node *list;
-	struct sframe_sample *smp, *next;
-
-	/*
-	 * Release first: a sample taken from now on starts a new entry
-	 * (possibly in this very slot, with a new cookie).  Then take every
-	 * sample; those of a newer entry go back.
-	 */
-	atomic_long_set_release(&slot->owner, owner);
-	list = llist_del_all(&slot->samples);
-	llist_for_each_entry_safe(smp, next, list, node) {
-		u32 f = smp->flags | flags;
-
-		if (smp->cookie != cookie) {
-			llist_add(&smp->node, &slot->samples);
-			continue;
-		}
-		if (stacks && smp->self_exec_id != current->self_exec_id) {
-			/* Taken before an exec: its user stack is gone. */
-			sframe_sessions_deliver(smp, f | SFRAME_SAMPLE_F_EXECED |
-						SFRAME_SAMPLE_F_NO_USER, NULL);
-		} else {
-			sframe_sessions_deliver(smp, f, stacks);
-		}
-		sframe_pool_put(smp);
-	}
-	if (atomic_dec_and_test(&sframe_pending))
-		wake_up_var(&sframe_pending);
+	return (unsigned long)task | state;
 }
 
-/* The entry's samples get no user stack (flags say why). */
-static void sframe_slot_drop(struct sframe_slot *slot, unsigned long owner,
-			     u32 flags)
+static void sframe_request_put(struct sframe_request *req)
 {
-	sframe_slot_finish(slot, owner, flags | SFRAME_SAMPLE_F_NO_USER, NULL);
+	if (!atomic_dec_and_test(&req->ref))
+		return;
+	/* Any context but NMI: the task is alive (it owned the request). */
+	put_task_struct(req->task);
+	req->task = NULL;
+	atomic_long_set_release(&req->owner, 0);
+	sframe_pool_push(&sframe_request_pool, req->home_cpu, &req->free_node);
+	if (atomic_dec_and_test(&sframe_requests_busy))
+		wake_up_var(&sframe_requests_busy);
+}
+
+/*
+ * Add smp to req if req is task's pending request.  Any context; the
+ * joining count tells a closer to wait for us.
+ */
+static bool sframe_request_join(struct sframe_request *req,
+				struct task_struct *task,
+				struct sframe_sample *smp)
+{
+	bool joined = false;
+
+	atomic_inc(&req->joining);
+	smp_mb__after_atomic();
+	if (atomic_long_read_acquire(&req->owner) ==
+	    sframe_req_word(task, REQ_PENDING)) {
+		smp->cookie = req->cookie;
+		llist_add(&smp->node, &req->samples);
+		joined = true;
+	}
+	smp_mb__before_atomic();
+	atomic_dec(&req->joining);
+	return joined;
+}
+
+/*
+ * Close req, PENDING for task: no sample joins it any more.  Returns true
+ * for the one caller that closed it, which then owns its samples.
+ */
+static bool sframe_request_close(struct sframe_request *req,
+				 struct task_struct *task)
+{
+	unsigned long pending = sframe_req_word(task, REQ_PENDING);
+
+	/* A full barrier: joiners that saw PENDING are counted by now. */
+	if (atomic_long_cmpxchg(&req->owner, pending,
+				sframe_req_word(task, REQ_CLOSED)) != pending)
+		return false;
+	/* A joiner runs a few instructions in an interrupt: a short wait. */
+	while (atomic_read(&req->joining))
+		cpu_relax();
+	return true;
+}
+
+/* Deliver every sample of a closed request without a user stack. */
+static u32 sframe_request_drop(struct sframe_request *req, u32 flags)
+{
+	struct llist_node *list = llist_del_all(&req->samples);
+	struct sframe_sample *smp, *next;
+	u32 n = 0;
+
+	llist_for_each_entry_safe(smp, next, list, node) {
+		sframe_sample_done(smp, flags | SFRAME_SAMPLE_F_NO_USER, NULL);
+		n++;
+	}
+	return n;
 }
 
 /*
  * Walk current's user stack with the methods flags into frames (room for
- * max), and record it in stacks.  Returns the stop reason.
+ * max), and record it in stacks.  Returns the stop reason.  The walk's
+ * decoding budget is unwind.c's: SFRAME_WALK_BUDGET in a task, the small
+ * SFRAME_IRQ_WALK_BUDGET in an interrupt.  In a task (may_sleep) it
+ * reschedules every SFRAME_RESCHED_FRAMES frames: a crafted stack may
+ * spend its whole budget, some 150 ms under emulation.
  */
+#define SFRAME_RESCHED_FRAMES 64
 static u32 sframe_unwind_into(struct sframe_user_stacks *stacks, u32 flags,
-			      u64 *frames, u32 max)
+			      u64 *frames, u32 max, bool may_sleep)
 {
 	struct sframe_user_unwind uw;
 	u32 n = 0;
@@ -252,8 +330,11 @@ static u32 sframe_unwind_into(struct sframe_user_stacks *stacks, u32 flags,
 	/* The registers the task will return to user space with. */
 	sframe_unwind_start(&uw, task_pt_regs(current), flags);
 	frames[n++] = uw.ip;
-	while (n < max && sframe_unwind_next(&uw))
+	while (n < max && sframe_unwind_next(&uw)) {
 		frames[n++] = uw.ip;
+		if (may_sleep && !(n % SFRAME_RESCHED_FRAMES))
+			cond_resched();
+	}
 	if (!uw.stop)
 		uw.stop = SFRAME_STOP_LIMIT;
 	sframe_unwind_account(&uw);
@@ -266,16 +347,22 @@ static u32 sframe_unwind_into(struct sframe_user_stacks *stacks, u32 flags,
 /* task_work: the task is about to return to user space (or exits). */
 static void sframe_unwind_work(struct callback_head *cb)
 {
-	struct sframe_slot *slot = container_of(cb, struct sframe_slot, twork);
+	struct sframe_request *req =
+		container_of(cb, struct sframe_request, twork);
 	struct sframe_user_stacks stacks = {};
+	struct sframe_sample *smp, *next;
+	struct llist_node *list;
 	u32 max_frames, methods, flags;
 
+	/* The flusher closed it (and delivered its samples) first. */
+	if (!sframe_request_close(req, current))
+		goto out;
 	if (current->flags & PF_EXITING) {
-		sframe_slot_drop(slot, 0, SFRAME_SAMPLE_F_EXITED);
-		return;
+		sframe_request_drop(req, SFRAME_SAMPLE_F_EXITED);
+		goto out;
 	}
-	/* One walk per method in use: each session gets its own. */
-	sframe_sessions_unwind_params(&max_frames, &methods);
+	/* One walk per method in use: each consumer gets its own. */
+	sframe_ops->unwind_params(&max_frames, &methods);
 	for (flags = 1; flags <= SFRAME_UNWIND_F_ALL; flags++) {
 		u64 *frames;
 
@@ -283,30 +370,183 @@ static void sframe_unwind_work(struct callback_head *cb)
 			continue;
 		frames = kvmalloc_array(max_frames, sizeof(u64), GFP_KERNEL);
 		if (frames)
-			sframe_unwind_into(&stacks, flags, frames, max_frames);
+			sframe_unwind_into(&stacks, flags, frames, max_frames,
+					   true);
+		cond_resched();
 	}
-	sframe_slot_finish(slot, (unsigned long)current, 0, &stacks);
+	list = llist_del_all(&req->samples);
+	llist_for_each_entry_safe(smp, next, list, node) {
+		if (smp->self_exec_id != current->self_exec_id)
+			/* Taken before an exec: its user stack is gone. */
+			sframe_sample_done(smp, SFRAME_SAMPLE_F_EXECED |
+					   SFRAME_SAMPLE_F_NO_USER, NULL);
+		else
+			sframe_sample_done(smp, 0, &stacks);
+	}
 	for (flags = 1; flags <= SFRAME_UNWIND_F_ALL; flags++)
 		kvfree(stacks.frames[flags]);
+out:
+	sframe_request_put(req);
+}
+
+/* The task exits before its unwind could be queued. */
+static void sframe_request_abandon(struct sframe_request *req)
+{
+	if (sframe_request_close(req, req->task))
+		sframe_request_drop(req, SFRAME_SAMPLE_F_EXITED);
+	sframe_request_put(req);
+}
+
+/* IRQ context, right after the NMI that made the request. */
+static void sframe_queue_unwind_irq(struct irq_work *work)
+{
+	struct sframe_request *req =
+		container_of(work, struct sframe_request, queue_work);
+
+	if (task_work_add(req->task, &req->twork, TWA_RESUME))
+		sframe_request_abandon(req);
+	if (!delayed_work_pending(&sframe_flush_work))
+		schedule_delayed_work(&sframe_flush_work,
+				      msecs_to_jiffies(sample_max_wait_ms));
+}
+
+static bool sframe_match_twork(struct callback_head *cb, void *data)
+{
+	return cb == data;
+}
+
+static u32 sframe_max_wait_ms(void)
+{
+	return clamp(READ_ONCE(sample_max_wait_ms), 10u, 10000u);
+}
+
+/*
+ * Close the requests that waited too long: their tasks are blocked in the
+ * kernel (or busy there).  Their samples go out with the kernel stack
+ * only, and their task_works are cancelled, so they hold nothing.
+ */
+static void sframe_flush_fn(struct work_struct *work)
+{
+	u64 now = ktime_get_mono_fast_ns();
+	u64 max_wait = (u64)sframe_max_wait_ms() * NSEC_PER_MSEC;
+	struct sframe_request *req;
+	struct task_struct *task;
+	unsigned long owner;
+	u32 i, n;
+
+	for (i = 0; i < sframe_nr_requests; i++) {
+		req = &sframe_request_mem[i];
+		owner = atomic_long_read(&req->owner);
+		if ((owner & REQ_STATE_MASK) != REQ_PENDING)
+			continue;
+		/* Hold it, then look again: it may have been reused. */
+		if (!atomic_inc_not_zero(&req->ref))
+			continue;
+		task = (void *)(owner & ~REQ_STATE_MASK);
+		if (atomic_long_read_acquire(&req->owner) != owner ||
+		    READ_ONCE(req->since) + max_wait > now ||
+		    !sframe_request_close(req, task)) {
+			sframe_request_put(req);
+			continue;
+		}
+		n = sframe_request_drop(req, SFRAME_SAMPLE_F_TIMEOUT);
+		atomic64_add(n, &sframe_counters.samples_timed_out);
+		/*
+		 * Cancelled: its unwind's reference is ours to drop.  If the
+		 * cancel fails, the task_work is running or about to (or its
+		 * irq_work is about to queue it) and drops it itself.
+		 */
+		if (sframe_ksyms.task_work_cancel_match(task,
+							sframe_match_twork,
+							&req->twork))
+			sframe_request_put(req);
+		sframe_request_put(req);
+		if (!(i % 64))
+			cond_resched();
+	}
+	if (atomic_read(&sframe_requests_busy))
+		schedule_delayed_work(&sframe_flush_work,
+				      msecs_to_jiffies(sframe_max_wait_ms()) / 2 + 1);
+}
+
+/* A new request for task, current, holding smp; NULL if none is free. */
+static struct sframe_request *sframe_request_new(struct task_struct *task,
+						 struct sframe_sample *smp)
+{
+	struct sframe_recent *recent = this_cpu_ptr(&sframe_recent);
+	struct llist_node *node = sframe_pool_pop(&sframe_request_pool);
+	struct sframe_request *req;
+
+	if (!node)
+		return NULL;
+	req = container_of(node, struct sframe_request, free_node);
+	atomic_inc(&sframe_requests_busy);
+	get_task_struct(task);
+	req->task = task;
+	atomic_set(&req->ref, 1); /* the unwind's */
+	req->cookie = sframe_new_cookie();
+	req->since = smp->time;
+	smp->cookie = req->cookie;
+	init_llist_head(&req->samples);
+	llist_add(&smp->node, &req->samples);
+	atomic_long_set_release(&req->owner,
+				sframe_req_word(task, REQ_PENDING));
+	recent->req[recent->next++ % RECENT_PER_CPU] = req;
+	return req;
+}
+
+/* Join a pending request of current's that this CPU remembers. */
+static bool sframe_request_join_recent(struct task_struct *task,
+				       struct sframe_sample *smp)
+{
+	struct sframe_recent *recent = this_cpu_ptr(&sframe_recent);
+	unsigned long want = sframe_req_word(task, REQ_PENDING);
+	struct sframe_request *req;
+	u32 i;
+
+	for (i = 0; i < RECENT_PER_CPU; i++) {
+		req = READ_ONCE(recent->req[i]);
+		if (req && atomic_long_read(&req->owner) == want &&
+		    sframe_request_join(req, task, smp))
+			return true;
+	}
+	return false;
+}
+
+/* ---- the sample path ---------------------------------------------- */
+
+static void sframe_note_irq_walk(u64 ns)
+{
+	unsigned long old = READ_ONCE(irq_walk_max_ns);
+
+	while (ns > old) {
+		unsigned long seen = cmpxchg(&irq_walk_max_ns, old, ns);
+
+		if (seen == old)
+			break;
+		old = seen;
+	}
 }
 
 /*
  * A sample taken in user mode, in an interrupt (not NMI): its kernel
  * entry is that interrupt, so nothing is gained by waiting for the return
  * to user space, and a task_work costs the task a trip through the
- * notify-resume work.  Try the walk right here with page faults disabled;
- * the sections and the stack are usually resident (and decoded rows
- * cached).  If a read would fault, or a session wants more frames than
- * the per-CPU buffers hold, return false: the caller defers as usual.
+ * notify-resume work.  Try the walk right here with page faults disabled
+ * and a small fixed decoding budget; the sections and the stack are
+ * usually resident (and decoded rows cached).  If a read would fault, the
+ * budget runs out, or a consumer wants more frames than the per-CPU
+ * buffers hold, return false: the caller defers as usual.
  */
 static bool sframe_unwind_now(struct sframe_sample *smp)
 {
 	struct sframe_now_buf *buf = this_cpu_ptr(sframe_now_bufs);
 	struct sframe_user_stacks stacks = {};
 	u32 max_frames, methods, flags;
+	u64 t0 = ktime_get_mono_fast_ns();
 	bool ok = true;
 
-	sframe_sessions_unwind_params(&max_frames, &methods);
+	sframe_ops->unwind_params(&max_frames, &methods);
 	if (!max_frames || max_frames > SFRAME_NOW_MAX_FRAMES)
 		return false;
 	pagefault_disable();
@@ -314,97 +554,95 @@ static bool sframe_unwind_now(struct sframe_sample *smp)
 		if (methods & BIT(flags)) {
 			u32 stop = sframe_unwind_into(&stacks, flags,
 						      buf->frames[flags - 1],
-						      max_frames);
+						      max_frames, false);
 
 			ok = stop != SFRAME_STOP_FAULT &&
+			     stop != SFRAME_STOP_BUDGET &&
 			     stop != SFRAME_STOP_RETRY_IN_TASK;
 		}
 	}
 	pagefault_enable();
+	sframe_note_irq_walk(ktime_get_mono_fast_ns() - t0);
 	if (!ok)
 		return false;
 	smp->cookie = sframe_new_cookie();
-	sframe_sessions_deliver(smp, smp->flags, &stacks);
-	sframe_pool_put(smp);
+	sframe_sample_done(smp, 0, &stacks);
 	return true;
 }
 
-/* IRQ context, right after the NMI that claimed the slot. */
-static void sframe_queue_unwind_irq(struct irq_work *work)
+/* Can current have a user stack we unwind? If not, why not. */
+static u32 sframe_no_user_reason(struct task_struct *task)
 {
-	struct sframe_slot *slot =
-		container_of(work, struct sframe_slot, queue_work);
-	struct task_struct *task =
-		(void *)(atomic_long_read(&slot->owner) & ~SLOT_PENDING);
-
-	/*
-	 * The task cannot be freed yet: it has not run its exit task_works,
-	 * and it is freed an RCU grace period after exit, which cannot pass
-	 * before this interrupt handler ends.
-	 */
-	if (task_work_add(task, &slot->twork, TWA_RESUME))
-		sframe_slot_drop(slot, 0, SFRAME_SAMPLE_F_EXITED);
+	if (task->flags & PF_KTHREAD)
+		return SFRAME_SAMPLE_F_KTHREAD;
+	if (!task->mm)
+		return SFRAME_SAMPLE_F_NO_USER;
+	if (task->flags & PF_EXITING)
+		return SFRAME_SAMPLE_F_EXITED;
+	/* A 32-bit task (or one in 32-bit mode): not an AMD64 stack. */
+	if (!user_64bit_mode(task_pt_regs(task)))
+		return SFRAME_SAMPLE_F_COMPAT;
+	return 0;
 }
 
-bool sframe_deferred_sample(struct pt_regs *regs, pid_t owner_tgid)
+bool sframe_deferred_request(struct pt_regs *regs,
+			     const struct sframe_sample_ctx *ctx)
 {
 	struct task_struct *task = current;
+	struct sframe_request *req;
 	struct sframe_sample *smp;
-	struct sframe_slot *slot;
-	bool claimed;
+	struct llist_node *node;
+	u32 why;
 
-	smp = sframe_pool_get();
-	if (!smp)
+	node = sframe_pool_pop(&sframe_sample_pool);
+	if (!node)
 		return false;
+	smp = container_of(node, struct sframe_sample, node);
 	atomic64_inc(&sframe_counters.samples_deferred);
 	if (in_nmi())
 		atomic64_inc(&sframe_counters.samples_nmi);
+	smp->ctx = *ctx;
 	smp->time = ktime_get_mono_fast_ns();
 	smp->cpu = smp_processor_id();
-	smp->tid = task->pid;
-	smp->tgid = task->tgid;
-	smp->owner_tgid = owner_tgid;
+	/* refcount increments: safe in NMI; current keeps both alive. */
+	smp->pid = get_pid(task_pid(task));
+	smp->tgid = get_pid(task_tgid(task));
 	smp->flags = user_mode(regs) ? SFRAME_SAMPLE_F_USER_MODE : 0;
 	smp->cookie = 0;
+	smp->self_exec_id = task->self_exec_id;
 	smp->nr_kernel = sframe_capture_kernel(regs, smp->kernel,
 					       SFRAME_SESSION_MAX_KERNEL_FRAMES);
 
-	if ((task->flags & PF_KTHREAD) || !task->mm) {
-		sframe_immediate_queue(smp, task->flags & PF_KTHREAD ?
-						    SFRAME_SAMPLE_F_KTHREAD : 0);
+	why = sframe_no_user_reason(task);
+	if (why) {
+		sframe_immediate_queue(smp, why);
 		return true;
 	}
-	if (task->flags & PF_EXITING) {
-		sframe_immediate_queue(smp, SFRAME_SAMPLE_F_EXITED);
-		return true;
-	}
-	smp->self_exec_id = task->self_exec_id;
 	if (user_mode(regs) && !in_nmi() && sframe_unwind_now(smp))
 		return true;
-
-	slot = sframe_slot_get(task, &claimed);
-	if (!slot) {
-		sframe_pool_put(smp);
-		return false;
-	}
-	smp->cookie = slot->cookie;
-	llist_add(&smp->node, &slot->samples);
-	if (!claimed)
+	if (sframe_request_join_recent(task, smp))
 		return true;
 
-	atomic_inc(&sframe_pending);
-	if (in_nmi()) {
-		irq_work_queue(&slot->queue_work);
-	} else if (task_work_add(task, &slot->twork, TWA_RESUME)) {
-		sframe_slot_drop(slot, 0, SFRAME_SAMPLE_F_EXITED);
+	req = sframe_request_new(task, smp);
+	if (!req) {
+		sframe_sample_free(smp);
+		return false;
 	}
+	if (in_nmi()) {
+		irq_work_queue(&req->queue_work);
+		return true;
+	}
+	if (task_work_add(task, &req->twork, TWA_RESUME))
+		sframe_request_abandon(req);
+	if (!delayed_work_pending(&sframe_flush_work))
+		schedule_delayed_work(&sframe_flush_work,
+				      msecs_to_jiffies(sframe_max_wait_ms()));
 	return true;
 }
 
 int sframe_deferred_prepare(void)
 {
-	struct sframe_pool *pool;
-	int cpu, i;
+	unsigned int cpu, i, n;
 
 	if (sframe_pools_ready)
 		return 0;
@@ -413,88 +651,94 @@ int sframe_deferred_prepare(void)
 		if (!sframe_now_bufs)
 			return -ENOMEM;
 	}
-	for_each_possible_cpu(cpu) {
-		pool = per_cpu_ptr(&sframe_pools, cpu);
-		if (pool->mem)
-			continue;
-		pool->mem = vzalloc_node(POOL_PER_CPU * sizeof(*pool->mem),
-					 cpu_to_node(cpu));
-		if (!pool->mem)
-			return -ENOMEM;
-		for (i = 0; i < POOL_PER_CPU; i++) {
-			pool->mem[i].home_cpu = cpu;
-			llist_add(&pool->mem[i].node, &pool->free);
-		}
+	if (!sframe_sample_mem)
+		sframe_sample_mem = vzalloc(array_size(nr_cpu_ids * SAMPLES_PER_CPU,
+						       sizeof(*sframe_sample_mem)));
+	if (!sframe_request_mem)
+		sframe_request_mem = vzalloc(array_size(nr_cpu_ids * REQUESTS_PER_CPU,
+							sizeof(*sframe_request_mem)));
+	if (!sframe_sample_mem || !sframe_request_mem)
+		return -ENOMEM;
+	/* Every request's works are initialised: exit syncs them all. */
+	n = nr_cpu_ids * REQUESTS_PER_CPU;
+	for (i = 0; i < n; i++) {
+		struct sframe_request *req = &sframe_request_mem[i];
+
+		req->home_cpu = i / REQUESTS_PER_CPU;
+		init_task_work(&req->twork, sframe_unwind_work);
+		init_irq_work(&req->queue_work, sframe_queue_unwind_irq);
 	}
+	for_each_possible_cpu(cpu) {
+		for (i = 0; i < SAMPLES_PER_CPU; i++) {
+			struct sframe_sample *smp =
+				&sframe_sample_mem[cpu * SAMPLES_PER_CPU + i];
+
+			smp->home_cpu = cpu;
+			sframe_pool_push(&sframe_sample_pool, cpu, &smp->node);
+		}
+		for (i = 0; i < REQUESTS_PER_CPU; i++)
+			sframe_pool_push(&sframe_request_pool, cpu,
+					 &sframe_request_mem[cpu * REQUESTS_PER_CPU + i].free_node);
+	}
+	sframe_nr_requests = n;
 	smp_store_release(&sframe_pools_ready, true);
 	return 0;
 }
 
-int sframe_deferred_init(void)
+int sframe_deferred_init(const struct sframe_deferred_ops *ops)
 {
 	int cpu;
-	u32 i;
 
-	sframe_slots = vzalloc(SLOT_COUNT * sizeof(*sframe_slots));
-	if (!sframe_slots)
-		return -ENOMEM;
-	for (i = 0; i < SLOT_COUNT; i++) {
-		init_task_work(&sframe_slots[i].twork, sframe_unwind_work);
-		init_irq_work(&sframe_slots[i].queue_work,
-			      sframe_queue_unwind_irq);
-	}
+	sframe_ops = ops;
 	for_each_possible_cpu(cpu)
 		init_irq_work(&per_cpu_ptr(&sframe_immediate, cpu)->work,
 			      sframe_immediate_run);
 	return 0;
 }
 
-static bool sframe_match_twork(struct callback_head *cb, void *data)
-{
-	return cb == data;
-}
-
 void sframe_deferred_exit(void)
 {
-	struct sframe_slot *slot;
+	struct sframe_request *req;
 	struct task_struct *task;
-	struct callback_head *cb;
-	long owner;
+	unsigned long owner;
 	int cpu;
 	u32 i;
 
 	/* The hook is gone: no new sample.  Let the irq_works run out. */
-	for (i = 0; i < SLOT_COUNT; i++)
-		irq_work_sync(&sframe_slots[i].queue_work);
+	for (i = 0; i < sframe_nr_requests; i++)
+		irq_work_sync(&sframe_request_mem[i].queue_work);
 	for_each_possible_cpu(cpu)
 		irq_work_sync(&per_cpu_ptr(&sframe_immediate, cpu)->work);
+	cancel_delayed_work_sync(&sframe_flush_work);
 
 	/*
 	 * Cancel the unwinds still queued on tasks that have not returned to
 	 * user space (one may sleep in a system call for hours).  A pending
-	 * slot's task has not run its exit task_works, and RCU keeps its
-	 * task_struct while we look.
+	 * request holds its task.
 	 */
-	for (i = 0; i < SLOT_COUNT; i++) {
-		slot = &sframe_slots[i];
-		rcu_read_lock();
-		owner = atomic_long_read(&slot->owner);
-		task = (void *)(owner & ~SLOT_PENDING);
-		cb = NULL;
-		if (owner & SLOT_PENDING)
-			cb = sframe_ksyms.task_work_cancel_match(
-				task, sframe_match_twork, &slot->twork);
-		rcu_read_unlock();
-		if (cb)
-			sframe_slot_drop(slot, 0, 0);
+	for (i = 0; i < sframe_nr_requests; i++) {
+		req = &sframe_request_mem[i];
+		owner = atomic_long_read(&req->owner);
+		if ((owner & REQ_STATE_MASK) != REQ_PENDING ||
+		    !atomic_inc_not_zero(&req->ref))
+			continue;
+		task = (void *)(owner & ~REQ_STATE_MASK);
+		if (atomic_long_read(&req->owner) == owner &&
+		    sframe_request_close(req, task)) {
+			sframe_request_drop(req, 0);
+			if (sframe_ksyms.task_work_cancel_match(
+				    task, sframe_match_twork, &req->twork))
+				sframe_request_put(req);
+		}
+		sframe_request_put(req);
 	}
 	/* Those already running: wait for them to finish... */
-	wait_var_event(&sframe_pending, !atomic_read(&sframe_pending));
+	wait_var_event(&sframe_requests_busy,
+		       !atomic_read(&sframe_requests_busy));
 	/* ...and to have left module text (a voluntary switch or user). */
 	synchronize_rcu_tasks();
 
-	for_each_possible_cpu(cpu)
-		vfree(per_cpu_ptr(&sframe_pools, cpu)->mem);
 	free_percpu(sframe_now_bufs);
-	vfree(sframe_slots);
+	vfree(sframe_sample_mem);
+	vfree(sframe_request_mem);
 }

@@ -1,8 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Deferred user unwinding: samples taken in NMI or IRQ context keep their
- * kernel stack; the user stack is unwound once per kernel entry, when the
- * task returns to user space, and stitched to every sample of that entry.
+ * Deferred user unwinding, after upstream's kernel/unwind/deferred.c: a
+ * sample taken in NMI or IRQ context keeps its kernel stack; the user
+ * stack is unwound once per kernel entry, when the task returns to user
+ * space, and handed with every sample of that entry to the consumer.
+ *
+ * The layer knows nothing of its consumer: the consumer gives its
+ * callbacks to sframe_deferred_init() and asks for samples with
+ * sframe_deferred_request(), passing an opaque context that comes back
+ * with each sample.
  */
 #ifndef SFRAME_DEFERRED_H
 #define SFRAME_DEFERRED_H
@@ -13,14 +19,23 @@
 
 #include "sframe_unwind.h"
 
+struct pid;
+
+/* The consumer's own words about a sample, returned with it. */
+struct sframe_sample_ctx {
+	const void *key; /* compared, never dereferenced, by this layer */
+	u64 seq;
+};
+
 /* One sample waiting for its user stack. */
 struct sframe_sample {
 	struct llist_node node;
-	u64 cookie;
+	struct sframe_sample_ctx ctx;
+	u64 cookie;        /* names the kernel entry, as upstream's */
 	u64 time;
 	u64 self_exec_id;  /* the task's, at sample time */
-	pid_t tid, tgid;   /* in the initial pid namespace */
-	pid_t owner_tgid;  /* process that owns the sampled perf event */
+	struct pid *pid;   /* the sampled thread, referenced */
+	struct pid *tgid;  /* its process, referenced */
 	u32 cpu;
 	u32 home_cpu;      /* pool it came from */
 	u32 flags;         /* SFRAME_SAMPLE_F_* */
@@ -29,8 +44,9 @@ struct sframe_sample {
 };
 
 /*
- * The user stack of one kernel entry, unwound once per method some session
- * asks for (SFRAME_UNWIND_F_SFRAME, _FP or both): index by the flags.
+ * The user stack of one kernel entry, unwound once per method some
+ * consumer asks for (SFRAME_UNWIND_F_SFRAME, _FP or both): index by the
+ * flags.
  */
 struct sframe_user_stacks {
 	u64 *frames[SFRAME_UNWIND_F_ALL + 1]; /* NULL: not unwound */
@@ -38,22 +54,37 @@ struct sframe_user_stacks {
 	u32 stop[SFRAME_UNWIND_F_ALL + 1];    /* enum sframe_stop_reason */
 };
 
-int sframe_deferred_init(void);
-/* Allocate the sample pools; called before the first session starts. */
+struct sframe_deferred_ops {
+	/*
+	 * The longest user walk wanted and the methods in use (bit f for
+	 * unwind flags f).  Called in any context but NMI, IRQ included:
+	 * must be O(1).
+	 */
+	void (*unwind_params)(u32 *max_frames, u32 *methods);
+	/*
+	 * A sample is done: its user stack is in stacks (NULL when it has
+	 * none; flags say why).  Process or IRQ context, never NMI.
+	 */
+	void (*deliver)(const struct sframe_sample *smp, u32 flags,
+			const struct sframe_user_stacks *stacks);
+};
+
+int sframe_deferred_init(const struct sframe_deferred_ops *ops);
+/* Allocate the sample and request pools; before the first request. */
 int sframe_deferred_prepare(void);
 /*
- * Stop: no sample is taken any more (the hook is gone).  Cancels or waits
- * for every pending unwind, so no task_work or irq_work points into the
- * module once this returns.
+ * Stop: no request comes any more (the perf hook is gone).  Cancels or
+ * waits for every pending unwind, so no task_work, irq_work or work item
+ * points into the module once this returns.
  */
 void sframe_deferred_exit(void);
 
 /*
- * Capture a sample of current taken with the registers regs, for the
- * sessions of owner_tgid.  Any context, NMI included: takes no lock,
- * does not sleep or fault.  Returns false when the sample had to be
- * dropped (no free sample buffer or task slot).
+ * Take a sample of current with the registers regs.  Any context, NMI
+ * included: takes no lock, does not sleep or fault.  Returns false when
+ * the sample had to be dropped (no free sample buffer or request).
  */
-bool sframe_deferred_sample(struct pt_regs *regs, pid_t owner_tgid);
+bool sframe_deferred_request(struct pt_regs *regs,
+			     const struct sframe_sample_ctx *ctx);
 
 #endif /* SFRAME_DEFERRED_H */

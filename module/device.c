@@ -308,6 +308,8 @@ static long sframe_ioctl_get_stats(void __user *uarg)
 		atomic64_read(&sframe_counters.forks_not_inherited);
 	st.walks_budget_exhausted =
 		atomic64_read(&sframe_counters.walks_budget_exhausted);
+	st.samples_timed_out = atomic64_read(&sframe_counters.samples_timed_out);
+	sframe_sessions_user_stats(&st);
 	smm = current->mm ? sframe_mm_find(current->mm) : NULL;
 	st.mm_sections = smm ? sframe_mm_nr_sections(smm) : 0;
 	if (copy_to_user(uarg, &st, min_t(size_t, usize, sizeof(st))))

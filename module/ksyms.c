@@ -57,6 +57,8 @@ int sframe_ksyms_init(void)
 	sframe_ksyms.mm_access = sframe_lookup("mm_access");
 	sframe_ksyms.perf_event_paranoid =
 		sframe_lookup("sysctl_perf_event_paranoid");
+	sframe_ksyms.security_perf_event_open = (void *)
+		sframe_kallsyms_lookup_name("security_perf_event_open");
 	if (!sframe_ksyms.task_work_cancel_match ||
 	    !sframe_ksyms.ptrace_may_access || !sframe_ksyms.mm_access ||
 	    !sframe_ksyms.perf_event_paranoid)

@@ -10,6 +10,7 @@
 #include <linux/types.h>
 
 struct callback_head;
+struct perf_event_attr;
 
 struct sframe_ksyms {
 	/* kernel/task_work.c; stable since 5.x, unlike task_work_cancel() */
@@ -27,6 +28,12 @@ struct sframe_ksyms {
 				       unsigned int mode);
 	/* kernel/events/core.c: kernel.perf_event_paranoid */
 	int *perf_event_paranoid;
+	/*
+	 * security/security.c: perf_event_open()'s LSM hook; optional
+	 * (NULL on a kernel built without CONFIG_SECURITY)
+	 */
+	int (*security_perf_event_open)(struct perf_event_attr *attr,
+					int type);
 };
 
 extern struct sframe_ksyms sframe_ksyms;

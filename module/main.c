@@ -35,9 +35,6 @@ static int __init sframe_unwind_init(void)
 	ret = sframe_registry_init();
 	if (ret)
 		return ret;
-	ret = sframe_deferred_init();
-	if (ret)
-		goto fail_deferred;
 	ret = sframe_sessions_init();
 	if (ret)
 		goto fail_sessions;
@@ -61,7 +58,6 @@ fail_nmi:
 	sframe_sessions_exit();
 fail_sessions:
 	sframe_deferred_exit();
-fail_deferred:
 	sframe_registry_exit();
 	return ret;
 }

@@ -6,8 +6,8 @@
  * written to a perf ring buffer goes through one function (see compat.h:
  * perf_prepare_sample() on 6.1), called in the sample's own context: NMI
  * for hardware events, the hrtimer interrupt for software ones.  A kprobe
- * there sees the event and the sampled registers, and hands the sample to
- * deferred.c when a session wants it.  The kprobe exists from the first
+ * there sees the event and the sampled registers, and hands both to the
+ * function its user (session.c) gave.  The kprobe exists from the first
  * session on; perf pays nothing for the module before that.
  */
 #include <linux/err.h>
@@ -18,48 +18,14 @@
 #include <linux/sched.h>
 
 #include "compat.h"
-#include "deferred.h"
 #include "perf_hook.h"
-#include "session.h"
 
-/* The process that opened event: sessions take only their own events. */
-static pid_t sframe_event_owner_tgid(struct perf_event *event)
-{
-	struct task_struct *owner;
-	pid_t tgid = 0;
-
-	/* Inherited (per-thread) events: the original's owner. */
-	if (event->parent)
-		event = event->parent;
-	rcu_read_lock();
-	owner = READ_ONCE(event->owner);
-	/*
-	 * NULL once the owner has exited (perf reads it under RCU too);
-	 * TASK_TOMBSTONE, -1, for the kernel's own counters.
-	 */
-	if (!IS_ERR_OR_NULL(owner))
-		tgid = owner->tgid;
-	rcu_read_unlock();
-	return tgid;
-}
-
-void sframe_perf_sample(struct pt_regs *regs, pid_t owner_tgid)
-{
-	struct task_struct *task = current;
-
-	if (!owner_tgid ||
-	    !sframe_sessions_want(owner_tgid, task->pid, task->tgid))
-		return;
-	if (!sframe_deferred_sample(regs, owner_tgid))
-		sframe_sessions_lost_capture(owner_tgid, task->pid, task->tgid);
-}
+static sframe_perf_sample_fn sframe_sample_fn;
 
 static int sframe_sample_pre(struct kprobe *kp, struct pt_regs *kregs)
 {
-	struct perf_event *event = SFRAME_SAMPLE_HOOK_EVENT(kregs);
-
-	sframe_perf_sample(SFRAME_SAMPLE_HOOK_REGS(kregs),
-			   sframe_event_owner_tgid(event));
+	sframe_sample_fn(SFRAME_SAMPLE_HOOK_REGS(kregs),
+			 SFRAME_SAMPLE_HOOK_EVENT(kregs));
 	return 0;
 }
 
@@ -68,19 +34,20 @@ static bool sframe_sample_kprobe_registered;
 
 /*
  * The kprobe is registered at the first session and stays until module
- * exit; with no session its handler returns at once (one RCU list check).
+ * exit; with no session its handler returns at once (one hash lookup).
  * Arming and disarming it with each session rewrote perf_prepare_sample()'s
  * ftrace site while other CPUs called it from interrupts, and 200 session
  * start/close cycles under 10 kHz sampling crashed the kernel (a call to
  * address 0 from perf_event_output_forward, or an int3 loop at the site).
  * Callers serialise.
  */
-int sframe_perf_hook_enable(void)
+int sframe_perf_hook_enable(sframe_perf_sample_fn fn)
 {
 	int ret;
 
 	if (sframe_sample_kprobe_registered)
 		return 0;
+	sframe_sample_fn = fn;
 	memset(&sframe_sample_kprobe, 0, sizeof(sframe_sample_kprobe));
 	sframe_sample_kprobe.symbol_name = SFRAME_SAMPLE_HOOK_SYMBOL;
 	sframe_sample_kprobe.pre_handler = sframe_sample_pre;

@@ -3,15 +3,22 @@
 #ifndef SFRAME_PERF_HOOK_H
 #define SFRAME_PERF_HOOK_H
 
-/* Register the kprobe (at the first session; then a no-op). */
-int sframe_perf_hook_enable(void);
-/* Remove it; module exit. */
-void sframe_perf_hook_exit(void);
+struct perf_event;
+struct pt_regs;
 
 /*
- * The sample path itself, for a perf event owned by owner_tgid, with the
- * sampled registers.  Exposed for the NMI test hook.
+ * Called for every perf sample, in the sample's context (NMI or IRQ), with
+ * the sampled registers and the event.
  */
-void sframe_perf_sample(struct pt_regs *regs, pid_t owner_tgid);
+typedef void (*sframe_perf_sample_fn)(struct pt_regs *regs,
+				      struct perf_event *event);
+
+/*
+ * Register the kprobe, calling fn for each sample (at the first session;
+ * later calls, with the same fn, are no-ops).  Callers serialise.
+ */
+int sframe_perf_hook_enable(sframe_perf_sample_fn fn);
+/* Remove it; module exit. */
+void sframe_perf_hook_exit(void);
 
 #endif /* SFRAME_PERF_HOOK_H */

@@ -4,11 +4,19 @@
  *
  * A session is an open /dev/sframe_unwind made a reader by
  * SFRAME_IOC_SESSION_START.  It follows a thread, a process or every task,
- * and takes samples of the perf events its own process opened.  Records
- * are written into its buffer when a task's user stack has been unwound
- * (task_work, process context) or when a sample can have no user stack
- * (irq_work): never in NMI, so a spinlock guards the buffer.  The NMI side
- * only asks, under RCU, whether some session wants a sample.
+ * and takes samples of the perf events its own process opened.  It is the
+ * consumer of deferred.c: perf_hook.c's kprobe hands each perf sample to
+ * sframe_sessions_sample(), which asks deferred.c for it if a session
+ * wants it, and deferred.c hands it back through the callbacks below once
+ * its user stack is known.  Records are written into a session's buffer
+ * from a task_work, an irq_work or the interrupt itself, never in NMI, so
+ * a spinlock guards the buffer.  The NMI side only looks, under RCU, at
+ * the sessions of the one process that owns the sampled event.
+ *
+ * Owner and target are held as struct pid references, never as numbers: a
+ * number reused by another process after an exit matches nothing.  Each
+ * user's sessions and buffer memory are counted (quota.c) and bounded by
+ * session_max_user and session_max_user_kb.
  *
  * The buffer is a byte ring of whole records.  read() copies records out
  * without the lock (the writer never touches unread bytes), then frees
@@ -16,6 +24,9 @@
  * count goes first into the buffer once there is room.
  */
 #include <linux/capability.h>
+#include <linux/hashtable.h>
+#include <linux/perf_event.h>
+#include <linux/sched/task.h>
 #include <linux/pid_namespace.h>
 #include <linux/ptrace.h>
 #include <linux/rculist.h>
@@ -27,16 +38,20 @@
 #include "deferred.h"
 #include "ksyms.h"
 #include "perf_hook.h"
+#include "quota.h"
 #include "session.h"
 #include "sframe_unwind.h"
 #include "uarg.h"
 
 struct sframe_session {
-	struct list_head node; /* in sframe_sessions, RCU */
-	pid_t owner_tgid;      /* the process that started it */
-	u32 target_type;       /* SFRAME_TARGET_* */
-	pid_t target;          /* tid or tgid, initial pid namespace */
+	struct hlist_node node; /* in sframe_sessions_by_owner, RCU */
+	struct list_head all;   /* in sframe_sessions_all, under the mutex */
+	u64 id;                 /* from sframe_session_seq: creation order */
+	struct pid *owner;      /* the process that started it (referenced) */
+	u32 target_type;        /* SFRAME_TARGET_* */
+	struct pid *target;     /* the thread or process; NULL for ALL */
 	struct pid_namespace *pid_ns; /* the reader's, for pid/tid */
+	struct sframe_user *user;     /* charged for it and its buffer */
 	bool kernel_visible;
 	u32 max_user;
 	u32 max_kernel;
@@ -60,64 +75,79 @@ struct sframe_session {
 	atomic64_t unwinds;
 };
 
-static LIST_HEAD(sframe_sessions);
-static DEFINE_MUTEX(sframe_sessions_lock); /* writers of the list */
+/*
+ * Sessions by owner process: a sample looks at the sessions of the one
+ * process that owns its perf event, never at unrelated ones, so the cost
+ * in NMI does not grow with other users' sessions.
+ */
+#define SFRAME_OWNER_HASH_BITS 8
+static DEFINE_HASHTABLE(sframe_sessions_by_owner, SFRAME_OWNER_HASH_BITS);
+static LIST_HEAD(sframe_sessions_all);     /* under sframe_sessions_lock */
+static DEFINE_MUTEX(sframe_sessions_lock); /* writers of both */
 static unsigned int sframe_nr_sessions;    /* under sframe_sessions_lock */
+/* Ids of sessions; a sample is for sessions at most as new as it. */
+static atomic64_t sframe_session_seq = ATOMIC64_INIT(0);
+/*
+ * What the deferred walks must do for all sessions together (the widest
+ * walk, the methods), recomputed at every start and end: the interrupt
+ * path reads one word instead of walking the sessions.
+ */
+static u64 sframe_walk_params; /* max_user << 32 | methods */
 
-static bool sframe_session_match(const struct sframe_session *s,
-				 pid_t owner_tgid, pid_t tid, pid_t tgid)
+static unsigned int session_max_user = 64;
+module_param(session_max_user, uint, 0644);
+MODULE_PARM_DESC(session_max_user,
+		 "Sessions one user may have open at once");
+static unsigned int session_max_user_kb = 64 << 10;
+module_param(session_max_user_kb, uint, 0644);
+MODULE_PARM_DESC(session_max_user_kb,
+		 "Session buffer memory (KiB) one user may hold, beyond which CAP_IPC_LOCK is needed (as perf's perf_event_mlock_kb)");
+
+static bool sframe_target_match(const struct sframe_session *s,
+				const struct pid *pid, const struct pid *tgid)
 {
-	if (s->owner_tgid != owner_tgid)
-		return false;
 	switch (s->target_type) {
 	case SFRAME_TARGET_THREAD:
-		return tid == s->target;
+		return pid == s->target;
 	case SFRAME_TARGET_PROCESS:
 		return tgid == s->target;
 	}
 	return true;
 }
 
-bool sframe_sessions_want(pid_t owner_tgid, pid_t tid, pid_t tgid)
+/*
+ * Pointers identify: each session holds its owner and target, so while
+ * it exists no other pid can have their addresses; and a sample goes only
+ * to sessions that existed when it was taken (id <= seq), so a pid freed
+ * and reused in between cannot make a match.
+ */
+static bool sframe_session_match(const struct sframe_session *s,
+				 const struct sframe_sample_ctx *ctx,
+				 const struct pid *pid, const struct pid *tgid)
 {
-	struct sframe_session *s;
-	bool want = false;
-
-	rcu_read_lock();
-	list_for_each_entry_rcu(s, &sframe_sessions, node) {
-		if (sframe_session_match(s, owner_tgid, tid, tgid)) {
-			atomic64_inc(&s->samples);
-			want = true;
-		}
-	}
-	rcu_read_unlock();
-	return want;
+	return s->owner == ctx->key && s->id <= ctx->seq &&
+	       sframe_target_match(s, pid, tgid);
 }
 
-void sframe_sessions_lost_capture(pid_t owner_tgid, pid_t tid, pid_t tgid)
+static void sframe_sessions_unwind_params(u32 *max_frames, u32 *methods)
 {
-	struct sframe_session *s;
+	u64 p = READ_ONCE(sframe_walk_params);
 
-	rcu_read_lock();
-	list_for_each_entry_rcu(s, &sframe_sessions, node) {
-		if (sframe_session_match(s, owner_tgid, tid, tgid))
-			atomic64_inc(&s->lost_capture);
-	}
-	rcu_read_unlock();
+	*max_frames = p >> 32;
+	*methods = (u32)p;
 }
 
-void sframe_sessions_unwind_params(u32 *max_frames, u32 *methods)
+/* Under sframe_sessions_lock, after the set of sessions changed. */
+static void sframe_sessions_update_params(void)
 {
 	struct sframe_session *s;
+	u32 max_frames = 0, methods = 0;
 
-	*max_frames = 0;
-	*methods = 0;
-	rcu_read_lock();
-	list_for_each_entry_rcu(s, &sframe_sessions, node) {
-		*max_frames = max(*max_frames, s->max_user);
-		*methods |= BIT(s->unwind_flags);
+	list_for_each_entry(s, &sframe_sessions_all, all) {
+		max_frames = max(max_frames, s->max_user);
+		methods |= BIT(s->unwind_flags);
 	}
-	rcu_read_unlock();
+	WRITE_ONCE(sframe_walk_params, (u64)max_frames << 32 | methods);
 }
 
 /* Copy len bytes into the ring at byte position pos, wrapping. */
@@ -169,7 +199,6 @@ static void sframe_session_write(struct sframe_session *s,
 	const u64 *user = NULL;
 	bool wake = false;
 	unsigned long irqflags;
-	struct pid *pid;
 	bool written = false;
 
 	/* The user stack as this session's own method found it. */
@@ -192,12 +221,8 @@ static void sframe_session_write(struct sframe_session *s,
 	rec.header.size = len;
 
 	/* pid and tid as the reader's namespace sees them (0: invisible). */
-	rcu_read_lock();
-	pid = find_pid_ns(smp->tgid, &init_pid_ns);
-	rec.pid = pid ? pid_nr_ns(pid, s->pid_ns) : 0;
-	pid = find_pid_ns(smp->tid, &init_pid_ns);
-	rec.tid = pid ? pid_nr_ns(pid, s->pid_ns) : 0;
-	rcu_read_unlock();
+	rec.pid = pid_nr_ns(smp->tgid, s->pid_ns);
+	rec.tid = pid_nr_ns(smp->pid, s->pid_ns);
 
 	spin_lock_irqsave(&s->lock, irqflags);
 	if (sframe_ring_flush_lost(s, len) && sframe_ring_fits(s, len)) {
@@ -227,45 +252,139 @@ static void sframe_session_write(struct sframe_session *s,
 		wake_up_interruptible(&s->wait);
 }
 
-void sframe_sessions_deliver(const struct sframe_sample *smp, u32 flags,
-			     const struct sframe_user_stacks *stacks)
+static void sframe_sessions_deliver(const struct sframe_sample *smp,
+				    u32 flags,
+				    const struct sframe_user_stacks *stacks)
 {
 	struct sframe_session *s;
 
 	rcu_read_lock();
-	list_for_each_entry_rcu(s, &sframe_sessions, node) {
-		if (sframe_session_match(s, smp->owner_tgid, smp->tid,
-					 smp->tgid))
+	hash_for_each_possible_rcu(sframe_sessions_by_owner, s, node,
+				   (unsigned long)smp->ctx.key) {
+		if (sframe_session_match(s, &smp->ctx, smp->pid, smp->tgid))
 			sframe_session_write(s, smp, flags, stacks);
 	}
 	rcu_read_unlock();
 }
 
-/* perf_event_open()'s rule for kernel.perf_event_paranoid. */
+static const struct sframe_deferred_ops sframe_session_deferred_ops = {
+	.unwind_params = sframe_sessions_unwind_params,
+	.deliver = sframe_sessions_deliver,
+};
+
+void sframe_sessions_sample(struct pt_regs *regs, struct pid *owner)
+{
+	struct sframe_sample_ctx ctx = {
+		.key = owner,
+		.seq = atomic64_read(&sframe_session_seq),
+	};
+	struct pid *pid = task_pid(current), *tgid = task_tgid(current);
+	struct sframe_session *s;
+	bool want = false;
+
+	rcu_read_lock();
+	hash_for_each_possible_rcu(sframe_sessions_by_owner, s, node,
+				   (unsigned long)owner) {
+		if (sframe_session_match(s, &ctx, pid, tgid)) {
+			atomic64_inc(&s->samples);
+			want = true;
+		}
+	}
+	if (want && !sframe_deferred_request(regs, &ctx)) {
+		hash_for_each_possible_rcu(sframe_sessions_by_owner, s, node,
+					   (unsigned long)owner) {
+			if (sframe_session_match(s, &ctx, pid, tgid))
+				atomic64_inc(&s->lost_capture);
+		}
+	}
+	rcu_read_unlock();
+}
+
+/* The process that opened event: sessions take only their own events. */
+static struct pid *sframe_event_owner(struct perf_event *event)
+{
+	struct task_struct *owner;
+
+	/* Inherited (per-thread) events: the original's owner. */
+	if (event->parent)
+		event = event->parent;
+	/*
+	 * NULL once the owner has exited (perf reads it under RCU too);
+	 * TASK_TOMBSTONE, -1, for the kernel's own counters.  The caller
+	 * holds the RCU read side (the sample path runs with interrupts
+	 * off), which keeps the task and so its signal struct.
+	 */
+	owner = READ_ONCE(event->owner);
+	if (IS_ERR_OR_NULL(owner))
+		return NULL;
+	return task_tgid(owner);
+}
+
+static void sframe_sessions_perf_sample(struct pt_regs *regs,
+				       struct perf_event *event)
+{
+	struct pid *owner;
+
+	rcu_read_lock();
+	owner = sframe_event_owner(event);
+	if (owner)
+		sframe_sessions_sample(regs, owner);
+	rcu_read_unlock();
+}
+
+/* kernel.perf_event_paranoid, which perf_event_open() obeys. */
 static int sframe_paranoid(void)
 {
 	return READ_ONCE(*sframe_ksyms.perf_event_paranoid);
 }
 
 /*
- * May the caller follow target_type/target_id?  Resolves the target to
- * its number in the initial pid namespace.
+ * The LSM hook of perf_event_open() (security_perf_event_open(), not
+ * exported; found through kallsyms where the kernel has it), with the
+ * attributes of the event a session stands for: a sampling cpu-clock
+ * event.  0 where the kernel has no such hook.
+ */
+static int sframe_security_perf(int type)
+{
+	struct perf_event_attr attr = {
+		.type = PERF_TYPE_SOFTWARE,
+		.size = sizeof(attr),
+		.config = PERF_COUNT_SW_CPU_CLOCK,
+		.sample_type = PERF_SAMPLE_CALLCHAIN,
+	};
+
+	if (!sframe_ksyms.security_perf_event_open)
+		return 0;
+	return sframe_ksyms.security_perf_event_open(&attr, type);
+}
+
+/*
+ * May the caller follow target_type/target_id?  perf_event_open()'s rules
+ * on the same kernel (kernel/events/core.c of 6.1): perf_event_paranoid
+ * above 2 (Debian's addition) refuses the unprivileged; a CPU-wide event
+ * needs paranoid <= 0 or CAP_PERFMON (perf_allow_cpu()); a task needs the
+ * ptrace-read right to it, checked under its exec_update_lock so a racing
+ * setuid exec cannot slip by, with no exemption for CAP_PERFMON
+ * (perf_check_permission()).  Takes a reference on the target's pid.
  */
 static int sframe_session_check_target(struct sframe_session *s,
 				       u32 target_type, s32 target_id)
 {
 	struct task_struct *task;
 	bool privileged = perfmon_capable();
-	int ret = 0;
+	int ret;
 
 	if (!privileged && sframe_paranoid() > 2)
 		return -EACCES;
+	ret = sframe_security_perf(PERF_SECURITY_OPEN);
+	if (ret)
+		return ret;
 	if (target_type == SFRAME_TARGET_ALL) {
 		if (target_id)
 			return -EINVAL;
 		if (!privileged && sframe_paranoid() > 0)
 			return -EACCES;
-		return 0;
+		return sframe_security_perf(PERF_SECURITY_CPU);
 	}
 	if (target_id <= 0)
 		return -EINVAL;
@@ -278,13 +397,17 @@ static int sframe_session_check_target(struct sframe_session *s,
 		ret = -ESRCH;
 		goto out;
 	}
-	if (!privileged &&
-	    !sframe_ksyms.ptrace_may_access(task, PTRACE_MODE_READ_REALCREDS)) {
-		ret = -EPERM;
+	ret = down_read_interruptible(&task->signal->exec_update_lock);
+	if (ret)
 		goto out;
-	}
-	s->target = target_type == SFRAME_TARGET_THREAD ? task->pid :
-							  task->tgid;
+	if (!sframe_ksyms.ptrace_may_access(task, PTRACE_MODE_READ_REALCREDS))
+		ret = -EPERM;
+	else if (task->flags & PF_EXITING)
+		ret = -ESRCH;
+	else
+		s->target = get_pid(target_type == SFRAME_TARGET_THREAD ?
+				    task_pid(task) : task_tgid(task));
+	up_read(&task->signal->exec_update_lock);
 out:
 	put_task_struct(task);
 	return ret;
@@ -299,12 +422,74 @@ static u32 sframe_ring_size(u32 requested)
 	return roundup_pow_of_two(requested);
 }
 
-static void sframe_session_free(struct sframe_session *s)
+/*
+ * The per-user bounds, for this caller: U64_MAX where none applies.
+ * audit: the check is for a real request (as perf's), not a report.
+ */
+static u64 sframe_session_limit(enum sframe_quota_res res, bool audit)
+{
+	bool ipc_lock;
+
+	if (res == SFRAME_QUOTA_SESSIONS)
+		return READ_ONCE(session_max_user);
+	/* perf's rule for ring buffers beyond perf_event_mlock_kb. */
+	ipc_lock = audit ? capable(CAP_IPC_LOCK) :
+			   has_capability_noaudit(current, CAP_IPC_LOCK);
+	if (ipc_lock)
+		return U64_MAX;
+	return (u64)READ_ONCE(session_max_user_kb) << 10;
+}
+
+void sframe_sessions_user_stats(struct sframe_stats *st)
+{
+	struct sframe_user *user = sframe_user_current();
+
+	st->user_sessions_limit =
+		sframe_session_limit(SFRAME_QUOTA_SESSIONS, false);
+	st->user_session_bytes_limit =
+		sframe_session_limit(SFRAME_QUOTA_SESSION_BYTES, false);
+	if (!user)
+		return;
+	st->user_sessions = sframe_user_usage(user, SFRAME_QUOTA_SESSIONS);
+	st->user_session_bytes =
+		sframe_user_usage(user, SFRAME_QUOTA_SESSION_BYTES);
+	sframe_user_put(user);
+}
+
+/* Charge s and its buffer to its user: 0 or -EDQUOT. */
+static int sframe_session_charge(struct sframe_session *s)
+{
+	int ret;
+
+	ret = sframe_user_charge(s->user, SFRAME_QUOTA_SESSIONS, 1,
+				 sframe_session_limit(SFRAME_QUOTA_SESSIONS, true));
+	if (ret)
+		return ret;
+	ret = sframe_user_charge(s->user, SFRAME_QUOTA_SESSION_BYTES,
+				 s->ring_size,
+				 sframe_session_limit(SFRAME_QUOTA_SESSION_BYTES,
+						      true));
+	if (ret) {
+		sframe_user_uncharge(s->user, SFRAME_QUOTA_SESSIONS, 1);
+		return ret;
+	}
+	return 0;
+}
+
+static void sframe_session_free(struct sframe_session *s, bool charged)
 {
 	if (!s)
 		return;
+	if (charged) {
+		sframe_user_uncharge(s->user, SFRAME_QUOTA_SESSION_BYTES,
+				     s->ring_size);
+		sframe_user_uncharge(s->user, SFRAME_QUOTA_SESSIONS, 1);
+	}
+	sframe_user_put(s->user);
 	if (s->pid_ns)
 		put_pid_ns(s->pid_ns);
+	put_pid(s->owner);
+	put_pid(s->target);
 	vfree(s->ring);
 	kfree(s);
 }
@@ -313,6 +498,7 @@ long sframe_session_start(struct file *file, void __user *uarg)
 {
 	struct sframe_session_start req;
 	struct sframe_session *s;
+	bool charged = false;
 	long usize, ret;
 
 	usize = sframe_copy_arg(&req, sizeof(req),
@@ -336,17 +522,28 @@ long sframe_session_start(struct file *file, void __user *uarg)
 	ret = sframe_session_check_target(s, req.target_type, req.target_id);
 	if (ret)
 		goto fail;
-	s->owner_tgid = current->tgid;
+	s->owner = get_pid(task_tgid(current));
 	s->target_type = req.target_type;
 	s->pid_ns = get_pid_ns(task_active_pid_ns(current));
-	s->kernel_visible = perfmon_capable() || sframe_paranoid() <= 1;
+	s->kernel_visible = (perfmon_capable() || sframe_paranoid() <= 1) &&
+			    !sframe_security_perf(PERF_SECURITY_KERNEL);
 	s->max_user = req.max_user_frames ?: SFRAME_SESSION_DEFAULT_USER_FRAMES;
 	s->max_kernel = req.max_kernel_frames ?:
 			SFRAME_SESSION_MAX_KERNEL_FRAMES;
 	s->unwind_flags = req.unwind_flags ?: SFRAME_UNWIND_F_ALL;
 	s->ring_size = sframe_ring_size(req.buffer_size);
 	s->wakeup_bytes = min(req.wakeup_bytes, s->ring_size / 2);
-	s->ring = __vmalloc(s->ring_size, GFP_KERNEL_ACCOUNT);
+	s->user = sframe_user_current();
+	if (!s->user) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	/* Before the allocation it bounds. */
+	ret = sframe_session_charge(s);
+	if (ret)
+		goto fail;
+	charged = true;
+	s->ring = __vmalloc(s->ring_size, GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
 	if (!s->ring) {
 		ret = -ENOMEM;
 		goto fail;
@@ -370,12 +567,16 @@ long sframe_session_start(struct file *file, void __user *uarg)
 	if (!sframe_nr_sessions) {
 		ret = sframe_deferred_prepare();
 		if (!ret)
-			ret = sframe_perf_hook_enable();
+			ret = sframe_perf_hook_enable(sframe_sessions_perf_sample);
 		if (ret)
 			goto unlock;
 	}
 	sframe_nr_sessions++;
-	list_add_tail_rcu(&s->node, &sframe_sessions);
+	s->id = atomic64_inc_return(&sframe_session_seq);
+	list_add_tail(&s->all, &sframe_sessions_all);
+	sframe_sessions_update_params();
+	hash_add_rcu(sframe_sessions_by_owner, &s->node,
+		     (unsigned long)s->owner);
 	/* Pairs with READ_ONCE in device.c: the session is ready. */
 	smp_store_release(&file->private_data, s);
 unlock:
@@ -384,19 +585,21 @@ unlock:
 		goto fail;
 	return 0;
 fail:
-	sframe_session_free(s);
+	sframe_session_free(s, charged);
 	return ret;
 }
 
 void sframe_session_release(struct sframe_session *s)
 {
 	mutex_lock(&sframe_sessions_lock);
-	list_del_rcu(&s->node);
+	hash_del_rcu(&s->node);
+	list_del(&s->all);
+	sframe_sessions_update_params();
 	sframe_nr_sessions--;
 	mutex_unlock(&sframe_sessions_lock);
-	/* Deliveries walk the list under RCU and write into the ring. */
+	/* Deliveries walk the hash under RCU and write into the ring. */
 	synchronize_rcu();
-	sframe_session_free(s);
+	sframe_session_free(s, true);
 }
 
 long sframe_session_stats(struct sframe_session *s, void __user *uarg)
@@ -501,7 +704,7 @@ __poll_t sframe_session_poll(struct sframe_session *s, struct file *file,
 
 int sframe_sessions_init(void)
 {
-	return 0;
+	return sframe_deferred_init(&sframe_session_deferred_ops);
 }
 
 void sframe_sessions_exit(void)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Sessions: readers of stitched stacks on /dev/sframe_unwind.
+ * Sessions: readers of stitched stacks on /dev/sframe_unwind.  The
+ * consumer of deferred.c's samples, fed by perf_hook.c's kprobe.
  */
 #ifndef SFRAME_SESSION_H
 #define SFRAME_SESSION_H
@@ -9,9 +10,10 @@
 #include <linux/poll.h>
 #include <linux/types.h>
 
+struct pid;
+struct pt_regs;
 struct sframe_session;
-struct sframe_sample;
-struct sframe_user_stacks;
+struct sframe_stats;
 
 long sframe_session_start(struct file *file, void __user *uarg);
 long sframe_session_stats(struct sframe_session *s, void __user *uarg);
@@ -22,25 +24,15 @@ __poll_t sframe_session_poll(struct sframe_session *s, struct file *file,
 void sframe_session_release(struct sframe_session *s);
 
 /*
- * Does a session want a sample of task tid/tgid from a perf event owned
- * by owner_tgid?  Any context, NMI included (RCU only).  count: account
- * the sample in the matching sessions' statistics.
+ * A sample of current with registers regs, from a perf event owned by the
+ * process owner (its tgid pid): recorded for the sessions of owner that
+ * follow current.  Any context, NMI included; the caller holds the RCU
+ * read side or runs with interrupts off.
  */
-bool sframe_sessions_want(pid_t owner_tgid, pid_t tid, pid_t tgid);
-/* The sample was dropped at capture: count it in the matching sessions. */
-void sframe_sessions_lost_capture(pid_t owner_tgid, pid_t tid, pid_t tgid);
-/*
- * The widest user walk any session asks for, and which unwind methods are
- * in use: bit f of *methods for sessions with unwind_flags f.
- */
-void sframe_sessions_unwind_params(u32 *max_frames, u32 *methods);
-/*
- * Write a record for smp to every matching session, with the user stack
- * its method gave (none if stacks is NULL).  Process or IRQ context, not
- * NMI.
- */
-void sframe_sessions_deliver(const struct sframe_sample *smp, u32 flags,
-			     const struct sframe_user_stacks *stacks);
+void sframe_sessions_sample(struct pt_regs *regs, struct pid *owner);
+
+/* The caller's user's sessions and bounds, for SFRAME_IOC_GET_STATS. */
+void sframe_sessions_user_stats(struct sframe_stats *st);
 
 int sframe_sessions_init(void);
 void sframe_sessions_exit(void);

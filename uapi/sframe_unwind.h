@@ -359,7 +359,12 @@ struct sframe_list_sections {
  * stack captured at sample time, stitched to the user stack unwound when
  * that task returns to user space (where page faults are allowed).  All
  * samples taken while a task stays in the kernel share one user unwind and
- * one cookie.  Records are read with read(): whole records only (a buffer
+ * one cookie (a task that moves to another CPU meanwhile may get a second
+ * unwind and cookie for the same stack).  A sample waits for its task's
+ * return to user space at most sample_max_wait_ms (a module parameter,
+ * 250 ms by default, 10..10000): a task blocked in the kernel longer gets
+ * its samples delivered with their kernel stack only and
+ * SFRAME_SAMPLE_F_TIMEOUT.  Records are read with read(): whole records only (a buffer
  * too small for the next record is EINVAL); read() blocks until a record
  * is there unless the file is O_NONBLOCK (then EAGAIN); poll() says
  * EPOLLIN when one is.  read() on a file that is not a session is EINVAL.
@@ -385,17 +390,30 @@ struct sframe_list_sections {
 /*
  * SFRAME_IOC_SESSION_START: make this open file a session.
  *
- * Permissions follow perf_event_open(): with CAP_PERFMON or CAP_SYS_ADMIN
- * everything is allowed; otherwise kernel.perf_event_paranoid must be at
- * most 2 (at most 0 for SFRAME_TARGET_ALL) and the caller must be allowed
- * to ptrace-read the target.  Kernel addresses are shown only with
- * CAP_PERFMON/CAP_SYS_ADMIN or perf_event_paranoid <= 1; otherwise records
- * carry no kernel frames and SFRAME_SAMPLE_F_KERNEL_HIDDEN.
+ * Permissions follow perf_event_open() of the running kernel: without
+ * CAP_PERFMON (or CAP_SYS_ADMIN), kernel.perf_event_paranoid must be at
+ * most 2 (at most 0 for SFRAME_TARGET_ALL); for a thread or process
+ * target the caller must be allowed to ptrace-read it
+ * (PTRACE_MODE_READ_REALCREDS, checked under the target's
+ * exec_update_lock), with or without CAP_PERFMON, as perf checks it; and
+ * the LSM hook of perf_event_open() must allow it.  Kernel addresses are
+ * shown only with CAP_PERFMON/CAP_SYS_ADMIN or perf_event_paranoid <= 1;
+ * otherwise records carry no kernel frames and
+ * SFRAME_SAMPLE_F_KERNEL_HIDDEN.  The owner and the target are held by
+ * identity, not by number: a pid number reused after they exit matches
+ * nothing.
+ *
+ * Bounds per user (real uid; the module parameters session_max_user,
+ * default 64 sessions, and session_max_user_kb, default 65536 KiB of
+ * buffers; the memory bound does not apply with CAP_IPC_LOCK, as perf's
+ * perf_event_mlock_kb does not), reported by SFRAME_IOC_GET_STATS.
  *
  * Errors: EINVAL (size, flags, reserved, target_type, limits), E2BIG,
- * ESRCH (no such target), EACCES (perf_event_paranoid forbids it), EPERM
- * (the target belongs to someone the caller may not trace), EBUSY (this
- * file already is a session), ENOMEM.
+ * ESRCH (no such target), EACCES (perf_event_paranoid or an LSM forbids
+ * it), EPERM (the target belongs to someone the caller may not trace),
+ * EDQUOT (the caller's user is at one of its bounds), EBUSY (this file
+ * already is a session), EINTR (a signal while waiting for the target's
+ * exec_update_lock), ENOMEM.
  */
 struct sframe_session_start {
 	__u32 size;             /* sizeof(struct sframe_session_start) */
@@ -488,8 +506,8 @@ struct sframe_session_stats {
 	__u64 samples;   /* samples that matched the session */
 	__u64 records;   /* sample records written to the buffer */
 	__u64 lost;      /* samples dropped: buffer full */
-	__u64 lost_capture; /* samples dropped at sample time: no free slot
-			       or sample buffer in the module */
+	__u64 lost_capture; /* samples dropped at sample time: no free
+			       sample buffer or request in the module */
 	__u64 unwinds;   /* user unwinds whose result went to this session */
 	__u64 reserved[3];
 };

@@ -69,79 +69,12 @@ using vmtest::kSpinChain;
 using vmtest::kThreadChain;
 using vmtest::MostlyComplete;
 using vmtest::Names;
+using vmtest::ParanoidGuard;
+using vmtest::RunAsNobody;
 using vmtest::SessionTest;
 using vmtest::Workload;
 
-constexpr uint32_t kNobody = 65534;
 constexpr char kModule[] = "sframe_unwind";
-
-// ---- privileges -------------------------------------------------------------------
-
-// Sets kernel.perf_event_paranoid for its lifetime (root only).
-class ParanoidGuard {
- public:
-  explicit ParanoidGuard(int value) : old_(sframe::perf_event_paranoid()) { ok_ = Write(value); }
-  ~ParanoidGuard() {
-    if (ok_ && old_ != INT_MIN) Write(old_);
-  }
-  bool ok() const { return ok_; }
-
- private:
-  static bool Write(int v) {
-    std::ofstream f("/proc/sys/kernel/perf_event_paranoid");
-    f << v << "\n";
-    f.flush();
-    return static_cast<bool>(f) && sframe::perf_event_paranoid() == v;
-  }
-  int old_;
-  bool ok_ = false;
-};
-
-// Runs fn in a forked child that drops to uid/gid 65534 (after the parent,
-// root, set perf_event_paranoid to `paranoid`).  fn returns "" for success
-// or what went wrong.  Returns the child's verdict.
-std::string RunAsNobody(int paranoid, const std::function<std::string()>& fn) {
-  ParanoidGuard guard(paranoid);
-  if (!guard.ok()) return "cannot set perf_event_paranoid to " + std::to_string(paranoid);
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return "pipe failed";
-  std::fflush(nullptr);
-  pid_t pid = fork();
-  if (pid < 0) return "fork failed";
-  if (pid == 0) {
-    close(fds[0]);
-    std::string msg;
-    if (setgroups(0, nullptr) != 0 || setresgid(kNobody, kNobody, kNobody) != 0 ||
-        setresuid(kNobody, kNobody, kNobody) != 0) {
-      msg = std::string("dropping privileges: ") + std::strerror(errno);
-    } else {
-      try {
-        msg = fn();
-      } catch (const std::exception& e) {
-        msg = std::string("exception: ") + e.what();
-      }
-    }
-    if (msg.empty()) msg = "OK";
-    ssize_t unused = write(fds[1], msg.data(), msg.size());
-    (void)unused;
-    _exit(0);
-  }
-  close(fds[1]);
-  std::string msg;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = read(fds[0], buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    msg.append(buf, static_cast<size_t>(n));
-  }
-  close(fds[0]);
-  int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  if (msg.empty()) return "the child died without a verdict (status " + std::to_string(st) + ")";
-  return msg == "OK" ? "" : msg;
-}
 
 // ---- chains at 10 kHz ------------------------------------------------------------------
 

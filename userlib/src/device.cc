@@ -203,6 +203,14 @@ Stats Device::stats() const {
   s.supplied_bytes = st.supplied_bytes;
   s.forks_inherited = st.forks_inherited;
   s.forks_not_inherited = st.forks_not_inherited;
+  s.walks_budget_exhausted = st.walks_budget_exhausted;
+  s.samples_timed_out = st.samples_timed_out;
+  s.user_supplied_bytes = st.user_supplied_bytes;
+  s.user_supplied_limit = st.user_supplied_limit;
+  s.user_sessions = st.user_sessions;
+  s.user_sessions_limit = st.user_sessions_limit;
+  s.user_session_bytes = st.user_session_bytes;
+  s.user_session_bytes_limit = st.user_session_bytes_limit;
   return s;
 }
 

@@ -37,6 +37,7 @@ constexpr ErrnoName kErrnoNames[] = {
     {ENOTTY, "ENOTTY"},
     {EFBIG, "EFBIG"},
     {ENOSPC, "ENOSPC"},
+    {EDQUOT, "EDQUOT"},
     {EROFS, "EROFS"},
     {ERANGE, "ERANGE"},
     {ENOSYS, "ENOSYS"},
@@ -106,6 +107,10 @@ constexpr Description kDescriptions[] = {
     {"session start", ESRCH, "no such target"},
     {"session start", EACCES, "perf_event_paranoid forbids it"},
     {"session start", EPERM, "the target belongs to someone the caller may not trace"},
+    {"session start", EDQUOT,
+     "the user has as many sessions or as much session buffer memory as it may "
+     "(module parameters session_max_user, session_max_user_kb)"},
+    {"session start", EINTR, "interrupted while waiting for the target's exec to finish"},
     {"session start", EBUSY, "this file already is a session"},
     {"session start", ENOTTY, "the module has no sessions (SFRAME_IOC_SESSION_START unknown)"},
     {"session start", ENOMEM, "out of kernel memory"},

@@ -1,7 +1,10 @@
 #include "sessions.h"
 
+#include <grp.h>
+
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 
 namespace vmtest {
 
@@ -126,6 +129,68 @@ std::vector<Collected> Collect(std::vector<Session*> sessions, sframe::PerfEvent
 
 Collected Collect(Session* s, sframe::PerfEvent* ev, int ms, const std::function<void()>& midway) {
   return Collect(std::vector<Session*>{s}, ev, ms, midway).front();
+}
+
+// ---- privileges -------------------------------------------------------------------------
+
+namespace {
+bool WriteParanoid(int v) {
+  std::ofstream f("/proc/sys/kernel/perf_event_paranoid");
+  f << v << "\n";
+  f.flush();
+  return static_cast<bool>(f) && sframe::perf_event_paranoid() == v;
+}
+}  // namespace
+
+ParanoidGuard::ParanoidGuard(int value) : old_(sframe::perf_event_paranoid()) {
+  ok_ = WriteParanoid(value);
+}
+
+ParanoidGuard::~ParanoidGuard() {
+  if (ok_ && old_ != INT_MIN) WriteParanoid(old_);
+}
+
+std::string RunAsUser(uint32_t uid, int paranoid, const std::function<std::string()>& fn) {
+  ParanoidGuard guard(paranoid);
+  if (!guard.ok()) return "cannot set perf_event_paranoid to " + std::to_string(paranoid);
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return "pipe failed";
+  std::fflush(nullptr);
+  pid_t pid = fork();
+  if (pid < 0) return "fork failed";
+  if (pid == 0) {
+    close(fds[0]);
+    std::string msg;
+    if (setgroups(0, nullptr) != 0 || setresgid(uid, uid, uid) != 0 ||
+        setresuid(uid, uid, uid) != 0) {
+      msg = std::string("dropping privileges: ") + std::strerror(errno);
+    } else {
+      try {
+        msg = fn();
+      } catch (const std::exception& e) {
+        msg = std::string("exception: ") + e.what();
+      }
+    }
+    if (msg.empty()) msg = "OK";
+    ssize_t unused = write(fds[1], msg.data(), msg.size());
+    (void)unused;
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string msg;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(fds[0], buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    msg.append(buf, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (msg.empty()) return "the child died without a verdict (status " + std::to_string(st) + ")";
+  return msg == "OK" ? "" : msg;
 }
 
 }  // namespace vmtest

@@ -225,6 +225,30 @@ std::vector<Collected> Collect(std::vector<sframe::Session*> sessions, sframe::P
 Collected Collect(sframe::Session* s, sframe::PerfEvent* ev, int ms,
                   const std::function<void()>& midway = nullptr);
 
+// ---- privileges -------------------------------------------------------------------------
+
+inline constexpr uint32_t kNobody = 65534;
+
+// Sets kernel.perf_event_paranoid for its lifetime (root only).
+class ParanoidGuard {
+ public:
+  explicit ParanoidGuard(int value);
+  ~ParanoidGuard();
+  bool ok() const { return ok_; }
+
+ private:
+  int old_;
+  bool ok_ = false;
+};
+
+// Runs fn in a forked child that drops to uid/gid `uid` (after the parent,
+// root, set perf_event_paranoid to `paranoid`).  fn returns "" for success
+// or what went wrong.  Returns the child's verdict.
+std::string RunAsUser(uint32_t uid, int paranoid, const std::function<std::string()>& fn);
+inline std::string RunAsNobody(int paranoid, const std::function<std::string()>& fn) {
+  return RunAsUser(kNobody, paranoid, fn);
+}
+
 // ---- the fixture ------------------------------------------------------------------------
 
 class SessionTest : public DeviceTest {

@@ -45,6 +45,15 @@ struct Stats {
   uint64_t supplied_bytes = 0;       // kernel memory held by supplied sections
   uint64_t forks_inherited = 0;      // fork children given their parent's sections
   uint64_t forks_not_inherited = 0;  // ...and those that could not be
+  // Zero from a module older than SFRAME_STATS_SIZE_VER1:
+  uint64_t walks_budget_exhausted = 0;  // walks ended by SFRAME_STOP_BUDGET
+  uint64_t samples_timed_out = 0;       // session samples sent without user stack: task stayed in the kernel
+  uint64_t user_supplied_bytes = 0;     // what the caller's user holds now...
+  uint64_t user_supplied_limit = 0;     // ...and its bound (UINT64_MAX: none)
+  uint64_t user_sessions = 0;
+  uint64_t user_sessions_limit = 0;
+  uint64_t user_session_bytes = 0;
+  uint64_t user_session_bytes_limit = 0;
 };
 
 // Where an entry of a process's registry came from (SFRAME_SOURCE_*).
