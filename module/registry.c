@@ -117,18 +117,24 @@ struct sframe_mm {
 	/* Bumped (under lock, after the change) by every change of sections. */
 	u32 generation;
 	struct sframe_row_cache *rows;
+	bool hashed;                /* in sframe_mm_hash; under sframe_mm_lock */
 	bool dead;                  /* torn down; under sframe_mm_lock */
 	struct rcu_head rcu;
 };
 
 /*
- * mm -> sframe_mm.  Readers walk it under RCU; creation is serialised by
- * sframe_mm_create_lock so each mm gets one sframe_mm and so one
- * reference on its notifier, dropped by whoever tears it down.
+ * mm -> sframe_mm.  Readers walk it under RCU.  mmu_notifier_get_locked()
+ * gives each mm one sframe_mm (one notifier per ops and mm, under the
+ * mm's own mmap_lock), and a reference on it per call; the first caller
+ * to hash it (hashed, under sframe_mm_lock) keeps its reference for the
+ * hash, which whoever tears the sframe_mm down drops; the others drop
+ * theirs at once.  No global lock is held while waiting for an mm's
+ * mmap_lock: another process can hold that lock for as long as it likes
+ * (a fault on a FUSE file whose server never answers, under a read of
+ * /proc/PID/mem), and must not stall anyone else's registry.
  */
 static DEFINE_HASHTABLE(sframe_mm_hash, 8);
 static DEFINE_SPINLOCK(sframe_mm_lock);
-static DEFINE_MUTEX(sframe_mm_create_lock);
 /* sframe_mm structs not yet freed by ->free_notifier; see registry_exit. */
 static atomic_t sframe_mm_live = ATOMIC_INIT(0);
 
@@ -207,7 +213,11 @@ static bool sframe_mm_claim(struct sframe_mm *smm)
 	bool claimed = false;
 
 	spin_lock(&sframe_mm_lock);
-	if (!smm->dead) {
+	/*
+	 * Never hashed: its creator still holds a reference and an mm user,
+	 * so this is not ->release (which runs once mm has no users).
+	 */
+	if (smm->hashed && !smm->dead) {
 		WRITE_ONCE(smm->dead, true);
 		hash_del_rcu(&smm->hnode);
 		claimed = true;
@@ -345,29 +355,45 @@ static struct sframe_mm *sframe_mm_get_or_create(struct mm_struct *mm)
 {
 	struct mmu_notifier *mn;
 	struct sframe_mm *smm;
+	bool mine = false, dead;
 
 	smm = sframe_mm_find(mm);
 	if (smm)
 		return smm;
 
-	mutex_lock(&sframe_mm_create_lock);
-	smm = sframe_mm_find(mm);
-	if (smm)
-		goto out;
-	/* Takes mmap_lock for writing; allocates through sframe_mm_alloc. */
-	mn = mmu_notifier_get(&sframe_mm_ops, mm);
-	if (IS_ERR(mn)) {
-		smm = ERR_CAST(mn);
-		goto out;
-	}
+	/*
+	 * mmu_notifier_get() without its uninterruptible wait: only this
+	 * caller waits for mm's mmap_lock, and a fatal signal ends the wait.
+	 * Allocates through sframe_mm_alloc, or finds the existing one.
+	 */
+	if (mmap_write_lock_killable(mm))
+		return ERR_PTR(-EINTR);
+	mn = mmu_notifier_get_locked(&sframe_mm_ops, mm);
+	mmap_write_unlock(mm);
+	if (IS_ERR(mn))
+		return ERR_CAST(mn);
 	smm = container_of(mn, struct sframe_mm, mn);
 	spin_lock(&sframe_mm_lock);
-	hash_add_rcu(sframe_mm_hash, &smm->hnode, (unsigned long)mm);
+	dead = smm->dead;
+	if (!smm->hashed && !dead) {
+		smm->hashed = true;
+		hash_add_rcu(sframe_mm_hash, &smm->hnode, (unsigned long)mm);
+		mine = true;
+	}
 	spin_unlock(&sframe_mm_lock);
-	atomic64_inc(&sframe_counters.processes);
-out:
-	mutex_unlock(&sframe_mm_create_lock);
-	return smm;
+	if (mine) {
+		/* This reference is the hash's now. */
+		atomic64_inc(&sframe_counters.processes);
+		return smm;
+	}
+	/* Another caller hashed it first: drop our extra reference. */
+	mmu_notifier_put(mn);
+	/*
+	 * Torn down already: mm is exiting (our caller's reference on it
+	 * notwithstanding, only the module's exit does this, and it runs
+	 * when nobody can call us).  Nothing to register into.
+	 */
+	return dead ? ERR_PTR(-ESRCH) : smm;
 }
 
 /*
@@ -381,7 +407,9 @@ static int sframe_check_mapped(struct mm_struct *mm, unsigned long start,
 	struct vm_area_struct *vma;
 	int ret = 0;
 
-	mmap_read_lock(mm);
+	/* Killable: another process may hold mm's mmap_lock for long. */
+	if (mmap_read_lock_killable(mm))
+		return -EINTR;
 	while (addr < end) {
 		vma = sframe_next_vma(mm, addr);
 		if (!vma || vma->vm_start > addr) {
@@ -469,7 +497,7 @@ static int sframe_check_request(struct mm_struct *mm, u64 sframe_addr,
 	/* An unreadable section is as good as an unmapped one. */
 	ret = sframe_check_mapped(mm, sframe_addr, sframe_len, VM_READ);
 	if (ret)
-		return -EFAULT;
+		return ret == -EINTR ? ret : -EFAULT;
 
 	src.base = u64_to_user_ptr(sframe_addr);
 	src.size = sframe_len;

@@ -63,6 +63,9 @@
  *               (sections, and executable mappings discovery found to have
  *               no .sframe)
  *   ENOMEM      out of kernel memory
+ *   EINTR       a fatal signal arrived while waiting for the process's
+ *               mmap lock (held by someone else; no global lock is held
+ *               meanwhile, so only this caller waits)
  */
 struct sframe_register {
 	__u32 size;        /* sizeof(struct sframe_register) */
