@@ -46,6 +46,11 @@ struct sframe_blob {
 struct sframe_entry {
 	struct sframe_range range;
 	struct sframe_blob *blob; /* SFRAME_SOURCE_SUPPLIED: the section */
+	/*
+	 * Its text was unmapped where we could not sleep to erase it (the OOM
+	 * reaper): lookups skip it, the next writer under the lock erases it.
+	 */
+	bool dead;
 	struct rcu_head rcu;
 };
 
@@ -114,8 +119,13 @@ struct sframe_mm {
 	unsigned int nr_sections;   /* under lock; sections only */
 	unsigned int nr_explicit;   /* under lock; registered or supplied */
 	u64 supplied_bytes;         /* under lock */
-	/* Bumped (under lock, after the change) by every change of sections. */
-	u32 generation;
+	/*
+	 * Bumped after every change of sections: by writers under lock, and
+	 * by a non-blockable invalidation without it (so a cmpxchg loop).
+	 */
+	atomic_t generation;
+	/* Some entry is marked dead and still in sections. */
+	atomic_t has_dead;
 	struct sframe_row_cache *rows;
 	bool hashed;                /* in sframe_mm_hash; under sframe_mm_lock */
 	bool dead;                  /* torn down; under sframe_mm_lock */
@@ -139,21 +149,28 @@ static DEFINE_SPINLOCK(sframe_mm_lock);
 static atomic_t sframe_mm_live = ATOMIC_INIT(0);
 
 /*
- * Called after a change of smm's sections, under smm->lock.  Release order:
- * whoever reads the new generation (with acquire) then finds the changed
- * tree, so no row decoded from a removed section is cached as current.
+ * Called after a change of smm's sections (under smm->lock, or with an
+ * entry marked dead).  Release order: whoever reads the new generation
+ * (with acquire) then finds the changed tree or the dead mark, so no row
+ * decoded from a removed section is cached as current.  A cmpxchg loop,
+ * since a non-blockable invalidation bumps without the lock; it ends as
+ * soon as no other bump slips in between (each bump is one increment).
  */
 static void sframe_mm_bump_generation(struct sframe_mm *smm)
 {
-	u32 next = smm->generation + 1;
+	int old = atomic_read(&smm->generation), next;
 
-	/* 0 is the generation of never-written cache entries. */
-	smp_store_release(&smm->generation, next ? next : 1);
+	do {
+		next = old + 1;
+		/* 0 is the generation of never-written cache entries. */
+		if (!next)
+			next = 1;
+	} while (!atomic_try_cmpxchg_release(&smm->generation, &old, next));
 }
 
 u32 sframe_mm_generation(struct sframe_mm *smm)
 {
-	return smp_load_acquire(&smm->generation);
+	return atomic_read_acquire(&smm->generation);
 }
 
 struct sframe_row_cache *sframe_mm_row_cache(struct sframe_mm *smm)
@@ -255,7 +272,7 @@ static struct mmu_notifier *sframe_mm_alloc(struct mm_struct *mm)
 		return ERR_PTR(-ENOMEM);
 	}
 	/* Zeroed cache entries carry generation 0: never a hit. */
-	smm->generation = 1;
+	atomic_set(&smm->generation, 1);
 	smm->mm = mm;
 	atomic_inc(&sframe_mm_live);
 	mt_init_flags(&smm->sections, MT_FLAGS_USE_RCU);
@@ -314,6 +331,52 @@ static bool sframe_mm_overlaps(struct sframe_mm *smm, unsigned long start,
 }
 
 /*
+ * Without sleeping: mark every entry in [start, last] dead, so lookups no
+ * longer return it.  Lock-free like a lookup (RCU); at most
+ * SFRAME_MAX_SECTIONS_PER_MM entries, as each step moves index past one.
+ * The entries stay in the tree, counted, until the next writer of smm
+ * (sframe_mm_reap_dead()) or its teardown erases them.
+ */
+static void sframe_mm_mark_dead(struct sframe_mm *smm, unsigned long start,
+				unsigned long last)
+{
+	struct sframe_entry *entry;
+	unsigned long index = start;
+	bool marked = false;
+
+	rcu_read_lock();
+	mt_for_each(&smm->sections, entry, index, last) {
+		WRITE_ONCE(entry->dead, true);
+		marked = true;
+	}
+	rcu_read_unlock();
+	if (!marked)
+		return;
+	atomic_set(&smm->has_dead, 1);
+	sframe_mm_bump_generation(smm);
+}
+
+/* Under smm->lock: erase the entries marked dead, if any. */
+static void sframe_mm_reap_dead(struct sframe_mm *smm)
+{
+	struct sframe_entry *entry;
+	unsigned long index = 0;
+
+	if (!atomic_xchg(&smm->has_dead, 0))
+		return;
+	/* Each step moves index past one entry: nr_entries steps at most. */
+	for (;;) {
+		entry = mt_find(&smm->sections, &index, ULONG_MAX);
+		if (!entry)
+			break;
+		if (READ_ONCE(entry->dead))
+			sframe_mm_erase(smm, entry);
+		if (!index) /* the last entry ended at ULONG_MAX */
+			break;
+	}
+}
+
+/*
  * Text covered by a section was unmapped (munmap, mremap, dlclose): the
  * section must not describe whatever is mapped there next.  Only unmaps
  * matter: other invalidations (reclaim, migration, protection changes)
@@ -329,10 +392,17 @@ static int sframe_mm_invalidate_start(struct mmu_notifier *mn,
 	if (range->event != MMU_NOTIFY_UNMAP || range->end <= range->start ||
 	    !sframe_mm_overlaps(smm, range->start, range->end - 1))
 		return 0;
-	/* Erasing may allocate maple nodes and sleep. */
-	if (!mmu_notifier_range_blockable(range))
-		return -EAGAIN;
+	/*
+	 * Erasing may allocate maple nodes and sleep, which the OOM reaper's
+	 * invalidation may not.  Refusing it (-EAGAIN) would make the reaper
+	 * give up on every process with sections, so mark them dead instead.
+	 */
+	if (!mmu_notifier_range_blockable(range)) {
+		sframe_mm_mark_dead(smm, range->start, range->end - 1);
+		return 0;
+	}
 	mutex_lock(&smm->lock);
+	sframe_mm_reap_dead(smm);
 	for (;;) {
 		index = range->start;
 		entry = mt_find(&smm->sections, &index, range->end - 1);
@@ -568,6 +638,7 @@ static int sframe_insert(struct mm_struct *mm, struct sframe_entry *entry)
 		return PTR_ERR(smm);
 
 	mutex_lock(&smm->lock);
+	sframe_mm_reap_dead(smm);
 	if (smm->nr_entries >= SFRAME_MAX_SECTIONS_PER_MM) {
 		ret = -ENOSPC;
 		goto out;
@@ -701,6 +772,7 @@ int sframe_unregister_section(struct mm_struct *mm, u64 text_start)
 		return -ENOENT;
 
 	mutex_lock(&smm->lock);
+	sframe_mm_reap_dead(smm);
 	entry = mtree_load(&smm->sections, text_start);
 	if (entry && entry->range.text_start == text_start) {
 		sframe_mm_erase(smm, entry);
@@ -718,7 +790,7 @@ bool sframe_registry_lookup(struct sframe_mm *smm, unsigned long pc,
 
 	rcu_read_lock();
 	entry = mtree_load(&smm->sections, pc);
-	if (entry) {
+	if (entry && !READ_ONCE(entry->dead)) {
 		*range = entry->range;
 		found = true;
 	}
@@ -737,7 +809,7 @@ int sframe_supplied_find_row(struct sframe_mm *smm, unsigned long pc,
 	/* The entry, and so its data, stays while we are in here. */
 	rcu_read_lock();
 	entry = mtree_load(&smm->sections, pc);
-	if (entry && entry->blob) {
+	if (entry && entry->blob && !READ_ONCE(entry->dead)) {
 		src.kbase = entry->blob->data;
 		src.size = entry->range.sec.sec_size;
 		sec = entry->range.sec;
@@ -762,6 +834,7 @@ int sframe_registry_list(struct mm_struct *mm, struct sframe_section_info *out,
 	if (!smm)
 		return 0;
 	mutex_lock(&smm->lock);
+	sframe_mm_reap_dead(smm);
 	mt_for_each(&smm->sections, entry, index, ULONG_MAX) {
 		if (n < max) {
 			const struct sframe_range *r = &entry->range;
@@ -823,7 +896,8 @@ struct sframe_snapshot *sframe_snapshot_take(struct mm_struct *mm, gfp_t gfp,
 	mt_for_each(&smm->sections, entry, index, ULONG_MAX) {
 		if (i == n)
 			break;
-		if (!sframe_source_is_explicit(entry->range.source))
+		if (!sframe_source_is_explicit(entry->range.source) ||
+		    READ_ONCE(entry->dead))
 			continue;
 		snap->entries[i].range = entry->range;
 		snap->entries[i].blob = entry->blob;
