@@ -23,6 +23,7 @@
 
 #include "device.h"
 #include "ksyms.h"
+#include "quota.h"
 #include "uarg.h"
 #include "registry.h"
 #include "session.h"
@@ -138,9 +139,10 @@ static long sframe_do_supply(void __user *uarg)
 	if (IS_ERR(mm))
 		return PTR_ERR(mm);
 	/* Charged to the caller's memory cgroup, which asks for it. */
+	/* Charged to the caller's user, and bounded: see the uapi. */
 	blob = sframe_blob_alloc(req.sframe_len);
-	if (!blob) {
-		ret = -ENOMEM;
+	if (IS_ERR(blob)) {
+		ret = PTR_ERR(blob);
 		goto out;
 	}
 	if (copy_from_user(sframe_blob_data(blob),
@@ -269,6 +271,7 @@ static long sframe_ioctl_unwind_self(void __user *uarg)
 static long sframe_ioctl_get_stats(void __user *uarg)
 {
 	struct sframe_stats st = {};
+	struct sframe_user *user;
 	struct sframe_mm *smm;
 	long usize;
 
@@ -299,6 +302,12 @@ static long sframe_ioctl_get_stats(void __user *uarg)
 		atomic64_read(&sframe_counters.forks_not_inherited);
 	smm = current->mm ? sframe_mm_find(current->mm) : NULL;
 	st.mm_sections = smm ? sframe_mm_nr_sections(smm) : 0;
+	/* What the caller's user holds, charged once per supplied blob. */
+	user = sframe_user_current();
+	st.user_supplied_bytes =
+		user ? sframe_user_usage(user, SFRAME_QUOTA_SUPPLIED_BYTES) : 0;
+	sframe_user_put(user);
+	st.user_supplied_limit = sframe_supply_user_limit();
 	if (copy_to_user(uarg, &st, min_t(size_t, usize, sizeof(st))))
 		return -EFAULT;
 	return 0;

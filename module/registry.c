@@ -16,6 +16,7 @@
  * caller may ptrace) is a copy in kernel memory, charged to the supplier
  * and bounded per process and in total.
  */
+#include <linux/capability.h>
 #include <linux/hashtable.h>
 #include <linux/maple_tree.h>
 #include <linux/mmu_notifier.h>
@@ -26,6 +27,7 @@
 #include <linux/wait_bit.h>
 
 #include "compat.h"
+#include "quota.h"
 #include "registry.h"
 #include "row_cache.h"
 #include "sframe_source_user.h"
@@ -35,10 +37,13 @@
 /*
  * The bytes of a supplied section.  Shared by the entries of a process and
  * of its fork children (each entry holds a reference), so a fork copies
- * no section.
+ * no section.  Charged once, at creation, to the supplier's user and to
+ * the global total; uncharged when the last reference goes.
  */
 struct sframe_blob {
 	refcount_t ref;
+	u64 len;
+	struct sframe_user *user; /* charged len; referenced */
 	struct rcu_head rcu;
 	u8 data[];
 };
@@ -62,8 +67,12 @@ static unsigned int supply_max_total_kb = SFRAME_SUPPLY_MAX_TOTAL >> 10;
 module_param(supply_max_total_kb, uint, 0644);
 MODULE_PARM_DESC(supply_max_total_kb,
 		 "Bytes (KiB) of supplied sections all processes may hold (at most the uapi's bound)");
+static unsigned int supply_max_user_kb = SFRAME_SUPPLY_MAX_PER_USER >> 10;
+module_param(supply_max_user_kb, uint, 0644);
+MODULE_PARM_DESC(supply_max_user_kb,
+		 "Bytes (KiB) of supplied sections one user (real uid) may have made the module hold, CAP_IPC_LOCK exempt (at most the uapi's bound)");
 
-/* Bytes held by supplied sections, all processes. */
+/* Bytes held by supplied sections, all processes: each blob once. */
 static atomic64_t sframe_supplied_total = ATOMIC64_INIT(0);
 
 u64 sframe_supplied_bytes(void)
@@ -71,16 +80,74 @@ u64 sframe_supplied_bytes(void)
 	return atomic64_read(&sframe_supplied_total);
 }
 
+static u64 sframe_supply_max_user(void)
+{
+	return min_t(u64, (u64)READ_ONCE(supply_max_user_kb) << 10,
+		     SFRAME_SUPPLY_MAX_PER_USER);
+}
+
+u64 sframe_supply_user_limit(void)
+{
+	/* As perf exempts CAP_IPC_LOCK from perf_event_mlock_kb. */
+	if (ns_capable_noaudit(&init_user_ns, CAP_IPC_LOCK))
+		return U64_MAX;
+	return sframe_supply_max_user();
+}
+
+/* len more bytes in all, if they stay within the global bound. */
+static int sframe_charge_total(u64 len)
+{
+	u64 max_total = min_t(u64, (u64)READ_ONCE(supply_max_total_kb) << 10,
+			      SFRAME_SUPPLY_MAX_TOTAL);
+	s64 old = atomic64_read(&sframe_supplied_total);
+
+	/* A cmpxchg loop: racing suppliers never see a transient excess. */
+	do {
+		if ((u64)old > max_total || len > max_total - (u64)old)
+			return -EDQUOT;
+	} while (!atomic64_try_cmpxchg(&sframe_supplied_total, &old, old + len));
+	return 0;
+}
+
 struct sframe_blob *sframe_blob_alloc(u64 len)
 {
+	struct sframe_user *user = sframe_user_current();
 	struct sframe_blob *blob;
+	int ret;
 
+	if (!user)
+		return ERR_PTR(-ENOMEM);
+	/* Charged before the allocation they bound. */
+	ret = sframe_user_charge(user, SFRAME_QUOTA_SUPPLIED_BYTES, len,
+				 sframe_supply_max_user());
+	/* capable() only past the bound: no audit record on every supply. */
+	if (ret == -EDQUOT && capable(CAP_IPC_LOCK))
+		ret = sframe_user_charge(user, SFRAME_QUOTA_SUPPLIED_BYTES,
+					 len, U64_MAX);
+	if (ret)
+		goto put_user;
+	ret = sframe_charge_total(len);
+	if (ret)
+		goto uncharge_user;
 	/* Charged to the caller's memory cgroup: the supplier's. */
 	blob = kvmalloc(struct_size(blob, data, len),
 			GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
-	if (blob)
-		refcount_set(&blob->ref, 1);
+	if (!blob) {
+		ret = -ENOMEM;
+		goto uncharge_total;
+	}
+	refcount_set(&blob->ref, 1);
+	blob->len = len;
+	blob->user = user;
 	return blob;
+
+uncharge_total:
+	atomic64_sub(len, &sframe_supplied_total);
+uncharge_user:
+	sframe_user_uncharge(user, SFRAME_QUOTA_SUPPLIED_BYTES, len);
+put_user:
+	sframe_user_put(user);
+	return ERR_PTR(ret);
 }
 
 void *sframe_blob_data(struct sframe_blob *blob)
@@ -88,25 +155,31 @@ void *sframe_blob_data(struct sframe_blob *blob)
 	return blob->data;
 }
 
-/* Any context but NMI: the memory goes after a grace period. */
+/*
+ * Any context but NMI.  The charges go with the last reference, at once;
+ * the memory after a grace period, since lookups under RCU may still read
+ * the bytes through an entry erased meanwhile.
+ */
 void sframe_blob_put(struct sframe_blob *blob)
 {
-	if (blob && refcount_dec_and_test(&blob->ref))
-		kvfree_rcu(blob, rcu);
+	if (!blob || !refcount_dec_and_test(&blob->ref))
+		return;
+	atomic64_sub(blob->len, &sframe_supplied_total);
+	sframe_user_uncharge(blob->user, SFRAME_QUOTA_SUPPLIED_BYTES,
+			     blob->len);
+	sframe_user_put(blob->user);
+	kvfree_rcu(blob, rcu);
 }
 
-static void sframe_entry_free_rcu(struct rcu_head *rcu)
-{
-	struct sframe_entry *entry = container_of(rcu, struct sframe_entry, rcu);
-
-	sframe_blob_put(entry->blob);
-	kfree(entry);
-}
-
-/* Lock-free lookups may still be reading entry (and its data). */
+/*
+ * Lock-free lookups may still be reading entry (and its blob's bytes):
+ * both are freed after a grace period.  The entry's reference on its blob
+ * goes now, so what a process holds is uncharged as soon as it is erased.
+ */
 static void sframe_entry_free(struct sframe_entry *entry)
 {
-	call_rcu(&entry->rcu, sframe_entry_free_rcu);
+	sframe_blob_put(entry->blob);
+	kfree_rcu(entry, rcu);
 }
 
 struct sframe_mm {
@@ -216,7 +289,6 @@ static void sframe_mm_free_sections(struct sframe_mm *smm)
 	smm->nr_entries = 0;
 	smm->nr_sections = 0;
 	WRITE_ONCE(smm->nr_explicit, 0);
-	atomic64_sub(smm->supplied_bytes, &sframe_supplied_total);
 	smm->supplied_bytes = 0;
 	mutex_unlock(&smm->lock);
 }
@@ -311,10 +383,8 @@ static void sframe_mm_erase(struct sframe_mm *smm, struct sframe_entry *entry)
 	}
 	if (sframe_source_is_explicit(entry->range.source))
 		WRITE_ONCE(smm->nr_explicit, smm->nr_explicit - 1);
-	if (entry->blob) {
+	if (entry->blob)
 		smm->supplied_bytes -= entry->range.sec.sec_size;
-		atomic64_sub(entry->range.sec.sec_size, &sframe_supplied_total);
-	}
 	sframe_entry_free(entry);
 }
 
@@ -604,20 +674,19 @@ static bool sframe_mm_yield_discovered(struct sframe_mm *smm,
 	return true;
 }
 
-/* Under smm->lock: count len more supplied bytes, within the bounds. */
+/*
+ * Under smm->lock: count len more supplied bytes for this process, within
+ * its bound.  Per process, so a fork child that shares its parent's blobs
+ * counts them again here (not in the user's or the global total, charged
+ * once per blob by sframe_blob_alloc()).
+ */
 static int sframe_charge_supplied(struct sframe_mm *smm, u64 len)
 {
 	u64 max_process = min_t(u64, (u64)READ_ONCE(supply_max_process_kb) << 10,
 				SFRAME_SUPPLY_MAX_PER_PROCESS);
-	u64 max_total = min_t(u64, (u64)READ_ONCE(supply_max_total_kb) << 10,
-			      SFRAME_SUPPLY_MAX_TOTAL);
 
 	if (smm->supplied_bytes + len > max_process)
 		return -EDQUOT;
-	if (atomic64_add_return(len, &sframe_supplied_total) > max_total) {
-		atomic64_sub(len, &sframe_supplied_total);
-		return -EDQUOT;
-	}
 	smm->supplied_bytes += len;
 	return 0;
 }
@@ -625,7 +694,6 @@ static int sframe_charge_supplied(struct sframe_mm *smm, u64 len)
 static void sframe_uncharge_supplied(struct sframe_mm *smm, u64 len)
 {
 	smm->supplied_bytes -= len;
-	atomic64_sub(len, &sframe_supplied_total);
 }
 
 static int sframe_insert(struct mm_struct *mm, struct sframe_entry *entry)
@@ -890,8 +958,7 @@ struct sframe_snapshot *sframe_snapshot_take(struct mm_struct *mm, gfp_t gfp,
 	}
 	/*
 	 * Lock-free, like a lookup: an entry seen here stays readable until
-	 * the end of the RCU read side, and its blob referenced (the entry's
-	 * own reference is dropped only after a grace period).
+	 * the end of the RCU read side, and so does its blob's memory.
 	 */
 	mt_for_each(&smm->sections, entry, index, ULONG_MAX) {
 		if (i == n)
@@ -899,10 +966,14 @@ struct sframe_snapshot *sframe_snapshot_take(struct mm_struct *mm, gfp_t gfp,
 		if (!sframe_source_is_explicit(entry->range.source) ||
 		    READ_ONCE(entry->dead))
 			continue;
+		/*
+		 * An entry erased meanwhile may have dropped the last
+		 * reference of its blob: skip it, as if the erase came first.
+		 */
+		if (entry->blob && !refcount_inc_not_zero(&entry->blob->ref))
+			continue;
 		snap->entries[i].range = entry->range;
 		snap->entries[i].blob = entry->blob;
-		if (entry->blob)
-			refcount_inc(&entry->blob->ref);
 		i++;
 	}
 	snap->n = i;

@@ -47,9 +47,15 @@ void sframe_registry_exit(void);
 int sframe_register_section(struct mm_struct *mm, u64 sframe_addr,
 			    u64 sframe_len, u64 text_start, u64 text_len,
 			    u8 source);
-/* The bytes of a supplied section, reference counted. */
+/*
+ * The bytes of a supplied section, reference counted.  Allocation charges
+ * len to the caller's user and to the global total (once per blob):
+ * ERR_PTR(-EDQUOT) past a bound, (-ENOMEM).
+ */
 struct sframe_blob;
 struct sframe_blob *sframe_blob_alloc(u64 len);
+/* The caller's per-user bound on supplied bytes (U64_MAX: exempt). */
+u64 sframe_supply_user_limit(void);
 void *sframe_blob_data(struct sframe_blob *blob);
 void sframe_blob_put(struct sframe_blob *blob);
 /*

@@ -199,8 +199,20 @@ struct sframe_stats {
  * ---- Sections for another process, and what a process has --------------
  */
 
-/* Bounds of supplied sections: bytes of kernel memory held. */
+/*
+ * Bounds of supplied sections: bytes of kernel memory held (unswappable).
+ * Each kernel copy of a section counts once in the total and for the user
+ * who supplied it (real uid), however many processes share it: a fork
+ * child shares its parent's copies and counts them only in its own
+ * per-process bound.  A user with CAP_IPC_LOCK is exempt from the per-user
+ * bound (as from perf's perf_event_mlock_kb), not from the total.  Module
+ * parameters lower each: supply_max_process_kb, supply_max_user_kb,
+ * supply_max_total_kb.  SFRAME_IOC_GET_STATS shows the caller's user's
+ * bytes and bound (user_supplied_bytes, user_supplied_limit) and the total
+ * (supplied_bytes).
+ */
 #define SFRAME_SUPPLY_MAX_PER_PROCESS (64u << 20)
+#define SFRAME_SUPPLY_MAX_PER_USER    (128u << 20)
 #define SFRAME_SUPPLY_MAX_TOTAL       (512u << 20)
 
 /*
@@ -223,9 +235,13 @@ struct sframe_stats {
  *   ESRCH   no process pid (or it has no address space: exiting, kernel)
  *   EPERM   the caller may not ptrace-attach to pid
  *   EDQUOT  the target's supplied sections would exceed
- *           SFRAME_SUPPLY_MAX_PER_PROCESS bytes, or all processes' would
+ *           SFRAME_SUPPLY_MAX_PER_PROCESS bytes, the caller's user's would
+ *           exceed SFRAME_SUPPLY_MAX_PER_USER, or all processes' would
  *           exceed SFRAME_SUPPLY_MAX_TOTAL (each lowered by the module
- *           parameters supply_max_process_kb, supply_max_total_kb)
+ *           parameters supply_max_process_kb, supply_max_user_kb,
+ *           supply_max_total_kb; see above)
+ *   EINTR   a fatal signal arrived while waiting for the target's mmap
+ *           lock
  */
 struct sframe_supply {
 	__u32 size;        /* sizeof(struct sframe_supply) */

@@ -203,6 +203,8 @@ Stats Device::stats() const {
   s.supplied_bytes = st.supplied_bytes;
   s.forks_inherited = st.forks_inherited;
   s.forks_not_inherited = st.forks_not_inherited;
+  s.user_supplied_bytes = st.user_supplied_bytes;
+  s.user_supplied_limit = st.user_supplied_limit;
   return s;
 }
 

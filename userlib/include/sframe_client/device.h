@@ -45,6 +45,10 @@ struct Stats {
   uint64_t supplied_bytes = 0;       // kernel memory held by supplied sections
   uint64_t forks_inherited = 0;      // fork children given their parent's sections
   uint64_t forks_not_inherited = 0;  // ...and those that could not be
+  // Supplied bytes held now for the caller's user (real uid), each kernel
+  // copy counted once, and that user's bound (UINT64_MAX: exempt).
+  uint64_t user_supplied_bytes = 0;
+  uint64_t user_supplied_limit = 0;
 };
 
 // Where an entry of a process's registry came from (SFRAME_SOURCE_*).
