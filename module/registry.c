@@ -815,16 +815,50 @@ int sframe_supply_section(struct mm_struct *mm, struct sframe_blob *blob,
 	return sframe_add(mm, entry);
 }
 
-int sframe_register_none(struct mm_struct *mm, unsigned long start,
-			 unsigned long end)
+int sframe_register_none(struct mm_struct *mm, unsigned long pc,
+			 unsigned long start, unsigned long end)
 {
-	struct sframe_entry *entry = sframe_entry_new(SFRAME_SOURCE_NONE);
+	struct sframe_entry *entry, *old;
+	unsigned long index = start;
+	struct sframe_mm *smm;
+	int ret;
 
+	if (pc < start || pc >= end)
+		return -EINVAL;
+	entry = sframe_entry_new(SFRAME_SOURCE_NONE);
 	if (!entry)
 		return -ENOMEM;
+	smm = sframe_mm_get_or_create(mm);
+	if (IS_ERR(smm)) {
+		sframe_entry_discard(entry);
+		return PTR_ERR(smm);
+	}
+	/*
+	 * The free range around pc: [start, end) less the entries in it (a
+	 * section registered for part of the mapping, say).  Under the lock,
+	 * so it is still free when inserted below.  One step per entry in
+	 * the mapping: SFRAME_MAX_SECTIONS_PER_MM at most.
+	 */
+	mutex_lock(&smm->lock);
+	sframe_mm_reap_dead(smm);
+	mt_for_each(&smm->sections, old, index, end - 1) {
+		if (old->range.text_start <= pc && pc < old->range.text_end) {
+			/* Covered meanwhile (a racing discovery): done. */
+			mutex_unlock(&smm->lock);
+			sframe_entry_discard(entry);
+			return 0;
+		}
+		if (old->range.text_end <= pc)
+			start = max(start, old->range.text_end);
+		else
+			end = min(end, old->range.text_start);
+	}
+	mutex_unlock(&smm->lock);
 	entry->range.text_start = start;
 	entry->range.text_end = end;
-	return sframe_add(mm, entry);
+	/* -EEXIST only if a racing insert took part of it: fine as well. */
+	ret = sframe_add(mm, entry);
+	return ret == -EEXIST ? 0 : ret;
 }
 
 int sframe_unregister_section(struct mm_struct *mm, u64 text_start)
@@ -993,6 +1027,26 @@ void sframe_snapshot_free(struct sframe_snapshot *snap)
 	kfree(snap);
 }
 
+/*
+ * Whether the child has what the entry describes: its text mapped
+ * executable and, for a section read from user memory, that memory
+ * readable.  The fork copied most of the address space, but not mappings
+ * marked MADV_DONTFORK (VM_DONTCOPY), and the parent may have unmapped
+ * text between the snapshot and the fork's end.  0, or why not.
+ */
+static int sframe_snapshot_entry_mapped(struct mm_struct *mm,
+					const struct sframe_range *r)
+{
+	int ret;
+
+	ret = sframe_check_mapped(mm, r->text_start,
+				  r->text_end - r->text_start, VM_EXEC);
+	if (ret || r->source == SFRAME_SOURCE_SUPPLIED)
+		return ret;
+	return sframe_check_mapped(mm, r->sframe_addr, r->sec.sec_size,
+				   VM_READ);
+}
+
 int sframe_snapshot_apply(struct mm_struct *mm, struct sframe_snapshot *snap)
 {
 	struct sframe_entry *entry;
@@ -1000,10 +1054,18 @@ int sframe_snapshot_apply(struct mm_struct *mm, struct sframe_snapshot *snap)
 	int ret = 0, err;
 
 	/*
-	 * The fork copied the address space: the text and sections are where
-	 * they were.  One entry refused (a bound) does not stop the others.
+	 * One entry refused (a bound) does not stop the others; one whose
+	 * text or section the child does not have is left out (not an error:
+	 * there is nothing to describe).  snap->n <= SFRAME_MAX_SECTIONS_PER_MM.
 	 */
 	for (i = 0; i < snap->n; i++) {
+		err = sframe_snapshot_entry_mapped(mm, &snap->entries[i].range);
+		if (err == -EINTR) {
+			ret = err;
+			break;
+		}
+		if (err)
+			continue;
 		entry = sframe_entry_new(snap->entries[i].range.source);
 		if (!entry) {
 			ret = -ENOMEM;

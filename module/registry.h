@@ -67,9 +67,14 @@ int sframe_supply_section(struct mm_struct *mm, struct sframe_blob *blob,
 			  u64 sframe_len, u64 sframe_addr, u64 text_start,
 			  u64 text_len);
 int sframe_unregister_section(struct mm_struct *mm, u64 text_start);
-/* Remember that the text at [start, end) has no .sframe (discovery). */
-int sframe_register_none(struct mm_struct *mm, unsigned long start,
-			 unsigned long end);
+/*
+ * Remember that pc, in the executable mapping [start, end), has no
+ * usable .sframe (discovery): a "none" entry for the free range around pc
+ * within the mapping (the mapping less the entries already in it).  0 if
+ * recorded or pc is covered by now; else an error.
+ */
+int sframe_register_none(struct mm_struct *mm, unsigned long pc,
+			 unsigned long start, unsigned long end);
 
 /*
  * The registry of mm, or NULL.  The result stays valid while mm has users
