@@ -422,7 +422,11 @@ static void sframe_mm_mark_dead(struct sframe_mm *smm, unsigned long start,
 	rcu_read_unlock();
 	if (!marked)
 		return;
-	atomic_set(&smm->has_dead, 1);
+	/*
+	 * A full barrier: a writer that sees has_dead (its atomic_xchg())
+	 * sees the marks made before it.
+	 */
+	atomic_xchg(&smm->has_dead, 1);
 	sframe_mm_bump_generation(smm);
 }
 
