@@ -263,8 +263,14 @@ struct sframe_supply {
 #define SFRAME_SOURCE_REGISTERED 1 /* SFRAME_IOC_REGISTER by the process */
 #define SFRAME_SOURCE_DISCOVERED 2 /* found by the module in a mapped file */
 #define SFRAME_SOURCE_SUPPLIED   3 /* SFRAME_IOC_SUPPLY, held by the module */
-#define SFRAME_SOURCE_NONE       4 /* an executable mapping discovery found
-				      to have no .sframe: nothing covers it */
+#define SFRAME_SOURCE_NONE       4 /* (part of) an executable mapping
+				      discovery found no usable .sframe for:
+				      none in the file, a bad one, or one
+				      overlapping a registered section (the
+				      part around the PC that asked, without
+				      the entries already there); nothing
+				      covers it, and the file is not read
+				      again for it */
 
 struct sframe_section_info {
 	__u64 text_start;    /* the text described */
