@@ -24,6 +24,7 @@
 
 #include "device.h"
 #include "ksyms.h"
+#include "quota.h"
 #include "uarg.h"
 #include "registry.h"
 #include "session.h"
@@ -139,9 +140,10 @@ static long sframe_do_supply(void __user *uarg)
 	if (IS_ERR(mm))
 		return PTR_ERR(mm);
 	/* Charged to the caller's memory cgroup, which asks for it. */
+	/* Charged to the caller's user, and bounded: see the uapi. */
 	blob = sframe_blob_alloc(req.sframe_len);
-	if (!blob) {
-		ret = -ENOMEM;
+	if (IS_ERR(blob)) {
+		ret = PTR_ERR(blob);
 		goto out;
 	}
 	if (copy_from_user(sframe_blob_data(blob),
@@ -278,6 +280,7 @@ static long sframe_ioctl_unwind_self(void __user *uarg)
 static long sframe_ioctl_get_stats(void __user *uarg)
 {
 	struct sframe_stats st = {};
+	struct sframe_user *user;
 	struct sframe_mm *smm;
 	long usize;
 
@@ -312,6 +315,12 @@ static long sframe_ioctl_get_stats(void __user *uarg)
 	sframe_sessions_user_stats(&st);
 	smm = current->mm ? sframe_mm_find(current->mm) : NULL;
 	st.mm_sections = smm ? sframe_mm_nr_sections(smm) : 0;
+	/* What the caller's user holds, charged once per supplied blob. */
+	user = sframe_user_current();
+	st.user_supplied_bytes =
+		user ? sframe_user_usage(user, SFRAME_QUOTA_SUPPLIED_BYTES) : 0;
+	sframe_user_put(user);
+	st.user_supplied_limit = sframe_supply_user_limit();
 	if (copy_to_user(uarg, &st, min_t(size_t, usize, sizeof(st))))
 		return -EFAULT;
 	return 0;

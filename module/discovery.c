@@ -9,7 +9,10 @@
  * file's ELF header and program headers, finds PT_GNU_SFRAME, computes the
  * load bias from the mapping, and registers the section (which is mapped
  * with the file: it lives in a PT_LOAD) exactly as a program would.  A
- * file without one gets a "none" entry for the mapping, so it is read once.
+ * PC that this does not cover (no section in the file, a bad one, or one
+ * refused because a registered section overlaps it) gets a "none" entry
+ * for the free part of its mapping, so the file is read once per mapping
+ * (per free part of it).
  *
  * The module parameter `discovery` turns this off, e.g. where a profiler
  * should see only what programs register (or what the LD_AUDIT library of
@@ -143,7 +146,14 @@ int sframe_discover(unsigned long pc)
 
 	ret = sframe_discover_file(mm, file, &map);
 	fput(file);
-	if (ret)
-		sframe_register_none(mm, map.start, map.end);
+	/*
+	 * Whatever the outcome, remember it for the mapping, so later PCs
+	 * there do not read the file again: a section registered covers pc;
+	 * if it did not (no .sframe, a bad one, or EEXIST: a section the
+	 * program registered overlaps the file's text without covering pc),
+	 * a "none" entry covers the free part of the mapping around pc.
+	 * Does nothing if pc is covered.
+	 */
+	sframe_register_none(mm, pc, map.start, map.end);
 	return ret;
 }

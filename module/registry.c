@@ -16,6 +16,7 @@
  * caller may ptrace) is a copy in kernel memory, charged to the supplier
  * and bounded per process and in total.
  */
+#include <linux/capability.h>
 #include <linux/hashtable.h>
 #include <linux/maple_tree.h>
 #include <linux/mmu_notifier.h>
@@ -26,6 +27,7 @@
 #include <linux/wait_bit.h>
 
 #include "compat.h"
+#include "quota.h"
 #include "registry.h"
 #include "row_cache.h"
 #include "sframe_source_user.h"
@@ -35,10 +37,13 @@
 /*
  * The bytes of a supplied section.  Shared by the entries of a process and
  * of its fork children (each entry holds a reference), so a fork copies
- * no section.
+ * no section.  Charged once, at creation, to the supplier's user and to
+ * the global total; uncharged when the last reference goes.
  */
 struct sframe_blob {
 	refcount_t ref;
+	u64 len;
+	struct sframe_user *user; /* charged len; referenced */
 	struct rcu_head rcu;
 	u8 data[];
 };
@@ -46,6 +51,11 @@ struct sframe_blob {
 struct sframe_entry {
 	struct sframe_range range;
 	struct sframe_blob *blob; /* SFRAME_SOURCE_SUPPLIED: the section */
+	/*
+	 * Its text was unmapped where we could not sleep to erase it (the OOM
+	 * reaper): lookups skip it, the next writer under the lock erases it.
+	 */
+	bool dead;
 	struct rcu_head rcu;
 };
 
@@ -57,8 +67,12 @@ static unsigned int supply_max_total_kb = SFRAME_SUPPLY_MAX_TOTAL >> 10;
 module_param(supply_max_total_kb, uint, 0644);
 MODULE_PARM_DESC(supply_max_total_kb,
 		 "Bytes (KiB) of supplied sections all processes may hold (at most the uapi's bound)");
+static unsigned int supply_max_user_kb = SFRAME_SUPPLY_MAX_PER_USER >> 10;
+module_param(supply_max_user_kb, uint, 0644);
+MODULE_PARM_DESC(supply_max_user_kb,
+		 "Bytes (KiB) of supplied sections one user (real uid) may have made the module hold, CAP_IPC_LOCK exempt (at most the uapi's bound)");
 
-/* Bytes held by supplied sections, all processes. */
+/* Bytes held by supplied sections, all processes: each blob once. */
 static atomic64_t sframe_supplied_total = ATOMIC64_INIT(0);
 
 u64 sframe_supplied_bytes(void)
@@ -66,16 +80,74 @@ u64 sframe_supplied_bytes(void)
 	return atomic64_read(&sframe_supplied_total);
 }
 
+static u64 sframe_supply_max_user(void)
+{
+	return min_t(u64, (u64)READ_ONCE(supply_max_user_kb) << 10,
+		     SFRAME_SUPPLY_MAX_PER_USER);
+}
+
+u64 sframe_supply_user_limit(void)
+{
+	/* As perf exempts CAP_IPC_LOCK from perf_event_mlock_kb. */
+	if (ns_capable_noaudit(&init_user_ns, CAP_IPC_LOCK))
+		return U64_MAX;
+	return sframe_supply_max_user();
+}
+
+/* len more bytes in all, if they stay within the global bound. */
+static int sframe_charge_total(u64 len)
+{
+	u64 max_total = min_t(u64, (u64)READ_ONCE(supply_max_total_kb) << 10,
+			      SFRAME_SUPPLY_MAX_TOTAL);
+	s64 old = atomic64_read(&sframe_supplied_total);
+
+	/* A cmpxchg loop: racing suppliers never see a transient excess. */
+	do {
+		if ((u64)old > max_total || len > max_total - (u64)old)
+			return -EDQUOT;
+	} while (!atomic64_try_cmpxchg(&sframe_supplied_total, &old, old + len));
+	return 0;
+}
+
 struct sframe_blob *sframe_blob_alloc(u64 len)
 {
+	struct sframe_user *user = sframe_user_current();
 	struct sframe_blob *blob;
+	int ret;
 
+	if (!user)
+		return ERR_PTR(-ENOMEM);
+	/* Charged before the allocation they bound. */
+	ret = sframe_user_charge(user, SFRAME_QUOTA_SUPPLIED_BYTES, len,
+				 sframe_supply_max_user());
+	/* capable() only past the bound: no audit record on every supply. */
+	if (ret == -EDQUOT && capable(CAP_IPC_LOCK))
+		ret = sframe_user_charge(user, SFRAME_QUOTA_SUPPLIED_BYTES,
+					 len, U64_MAX);
+	if (ret)
+		goto put_user;
+	ret = sframe_charge_total(len);
+	if (ret)
+		goto uncharge_user;
 	/* Charged to the caller's memory cgroup: the supplier's. */
 	blob = kvmalloc(struct_size(blob, data, len),
 			GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
-	if (blob)
-		refcount_set(&blob->ref, 1);
+	if (!blob) {
+		ret = -ENOMEM;
+		goto uncharge_total;
+	}
+	refcount_set(&blob->ref, 1);
+	blob->len = len;
+	blob->user = user;
 	return blob;
+
+uncharge_total:
+	atomic64_sub(len, &sframe_supplied_total);
+uncharge_user:
+	sframe_user_uncharge(user, SFRAME_QUOTA_SUPPLIED_BYTES, len);
+put_user:
+	sframe_user_put(user);
+	return ERR_PTR(ret);
 }
 
 void *sframe_blob_data(struct sframe_blob *blob)
@@ -83,25 +155,31 @@ void *sframe_blob_data(struct sframe_blob *blob)
 	return blob->data;
 }
 
-/* Any context but NMI: the memory goes after a grace period. */
+/*
+ * Any context but NMI.  The charges go with the last reference, at once;
+ * the memory after a grace period, since lookups under RCU may still read
+ * the bytes through an entry erased meanwhile.
+ */
 void sframe_blob_put(struct sframe_blob *blob)
 {
-	if (blob && refcount_dec_and_test(&blob->ref))
-		kvfree_rcu(blob, rcu);
+	if (!blob || !refcount_dec_and_test(&blob->ref))
+		return;
+	atomic64_sub(blob->len, &sframe_supplied_total);
+	sframe_user_uncharge(blob->user, SFRAME_QUOTA_SUPPLIED_BYTES,
+			     blob->len);
+	sframe_user_put(blob->user);
+	kvfree_rcu(blob, rcu);
 }
 
-static void sframe_entry_free_rcu(struct rcu_head *rcu)
-{
-	struct sframe_entry *entry = container_of(rcu, struct sframe_entry, rcu);
-
-	sframe_blob_put(entry->blob);
-	kfree(entry);
-}
-
-/* Lock-free lookups may still be reading entry (and its data). */
+/*
+ * Lock-free lookups may still be reading entry (and its blob's bytes):
+ * both are freed after a grace period.  The entry's reference on its blob
+ * goes now, so what a process holds is uncharged as soon as it is erased.
+ */
 static void sframe_entry_free(struct sframe_entry *entry)
 {
-	call_rcu(&entry->rcu, sframe_entry_free_rcu);
+	sframe_blob_put(entry->blob);
+	kfree_rcu(entry, rcu);
 }
 
 struct sframe_mm {
@@ -114,40 +192,58 @@ struct sframe_mm {
 	unsigned int nr_sections;   /* under lock; sections only */
 	unsigned int nr_explicit;   /* under lock; registered or supplied */
 	u64 supplied_bytes;         /* under lock */
-	/* Bumped (under lock, after the change) by every change of sections. */
-	u32 generation;
+	/*
+	 * Bumped after every change of sections: by writers under lock, and
+	 * by a non-blockable invalidation without it (so a cmpxchg loop).
+	 */
+	atomic_t generation;
+	/* Some entry is marked dead and still in sections. */
+	atomic_t has_dead;
 	struct sframe_row_cache *rows;
+	bool hashed;                /* in sframe_mm_hash; under sframe_mm_lock */
 	bool dead;                  /* torn down; under sframe_mm_lock */
 	struct rcu_head rcu;
 };
 
 /*
- * mm -> sframe_mm.  Readers walk it under RCU; creation is serialised by
- * sframe_mm_create_lock so each mm gets one sframe_mm and so one
- * reference on its notifier, dropped by whoever tears it down.
+ * mm -> sframe_mm.  Readers walk it under RCU.  mmu_notifier_get_locked()
+ * gives each mm one sframe_mm (one notifier per ops and mm, under the
+ * mm's own mmap_lock), and a reference on it per call; the first caller
+ * to hash it (hashed, under sframe_mm_lock) keeps its reference for the
+ * hash, which whoever tears the sframe_mm down drops; the others drop
+ * theirs at once.  No global lock is held while waiting for an mm's
+ * mmap_lock: another process can hold that lock for as long as it likes
+ * (a fault on a FUSE file whose server never answers, under a read of
+ * /proc/PID/mem), and must not stall anyone else's registry.
  */
 static DEFINE_HASHTABLE(sframe_mm_hash, 8);
 static DEFINE_SPINLOCK(sframe_mm_lock);
-static DEFINE_MUTEX(sframe_mm_create_lock);
 /* sframe_mm structs not yet freed by ->free_notifier; see registry_exit. */
 static atomic_t sframe_mm_live = ATOMIC_INIT(0);
 
 /*
- * Called after a change of smm's sections, under smm->lock.  Release order:
- * whoever reads the new generation (with acquire) then finds the changed
- * tree, so no row decoded from a removed section is cached as current.
+ * Called after a change of smm's sections (under smm->lock, or with an
+ * entry marked dead).  Release order: whoever reads the new generation
+ * (with acquire) then finds the changed tree or the dead mark, so no row
+ * decoded from a removed section is cached as current.  A cmpxchg loop,
+ * since a non-blockable invalidation bumps without the lock; it ends as
+ * soon as no other bump slips in between (each bump is one increment).
  */
 static void sframe_mm_bump_generation(struct sframe_mm *smm)
 {
-	u32 next = smm->generation + 1;
+	int old = atomic_read(&smm->generation), next;
 
-	/* 0 is the generation of never-written cache entries. */
-	smp_store_release(&smm->generation, next ? next : 1);
+	do {
+		next = old + 1;
+		/* 0 is the generation of never-written cache entries. */
+		if (!next)
+			next = 1;
+	} while (!atomic_try_cmpxchg_release(&smm->generation, &old, next));
 }
 
 u32 sframe_mm_generation(struct sframe_mm *smm)
 {
-	return smp_load_acquire(&smm->generation);
+	return atomic_read_acquire(&smm->generation);
 }
 
 struct sframe_row_cache *sframe_mm_row_cache(struct sframe_mm *smm)
@@ -193,7 +289,6 @@ static void sframe_mm_free_sections(struct sframe_mm *smm)
 	smm->nr_entries = 0;
 	smm->nr_sections = 0;
 	WRITE_ONCE(smm->nr_explicit, 0);
-	atomic64_sub(smm->supplied_bytes, &sframe_supplied_total);
 	smm->supplied_bytes = 0;
 	mutex_unlock(&smm->lock);
 }
@@ -207,7 +302,11 @@ static bool sframe_mm_claim(struct sframe_mm *smm)
 	bool claimed = false;
 
 	spin_lock(&sframe_mm_lock);
-	if (!smm->dead) {
+	/*
+	 * Never hashed: its creator still holds a reference and an mm user,
+	 * so this is not ->release (which runs once mm has no users).
+	 */
+	if (smm->hashed && !smm->dead) {
 		WRITE_ONCE(smm->dead, true);
 		hash_del_rcu(&smm->hnode);
 		claimed = true;
@@ -245,7 +344,7 @@ static struct mmu_notifier *sframe_mm_alloc(struct mm_struct *mm)
 		return ERR_PTR(-ENOMEM);
 	}
 	/* Zeroed cache entries carry generation 0: never a hit. */
-	smm->generation = 1;
+	atomic_set(&smm->generation, 1);
 	smm->mm = mm;
 	atomic_inc(&sframe_mm_live);
 	mt_init_flags(&smm->sections, MT_FLAGS_USE_RCU);
@@ -284,10 +383,8 @@ static void sframe_mm_erase(struct sframe_mm *smm, struct sframe_entry *entry)
 	}
 	if (sframe_source_is_explicit(entry->range.source))
 		WRITE_ONCE(smm->nr_explicit, smm->nr_explicit - 1);
-	if (entry->blob) {
+	if (entry->blob)
 		smm->supplied_bytes -= entry->range.sec.sec_size;
-		atomic64_sub(entry->range.sec.sec_size, &sframe_supplied_total);
-	}
 	sframe_entry_free(entry);
 }
 
@@ -301,6 +398,56 @@ static bool sframe_mm_overlaps(struct sframe_mm *smm, unsigned long start,
 	found = mt_find(&smm->sections, &index, last) != NULL;
 	rcu_read_unlock();
 	return found;
+}
+
+/*
+ * Without sleeping: mark every entry in [start, last] dead, so lookups no
+ * longer return it.  Lock-free like a lookup (RCU); at most
+ * SFRAME_MAX_SECTIONS_PER_MM entries, as each step moves index past one.
+ * The entries stay in the tree, counted, until the next writer of smm
+ * (sframe_mm_reap_dead()) or its teardown erases them.
+ */
+static void sframe_mm_mark_dead(struct sframe_mm *smm, unsigned long start,
+				unsigned long last)
+{
+	struct sframe_entry *entry;
+	unsigned long index = start;
+	bool marked = false;
+
+	rcu_read_lock();
+	mt_for_each(&smm->sections, entry, index, last) {
+		WRITE_ONCE(entry->dead, true);
+		marked = true;
+	}
+	rcu_read_unlock();
+	if (!marked)
+		return;
+	/*
+	 * A full barrier: a writer that sees has_dead (its atomic_xchg())
+	 * sees the marks made before it.
+	 */
+	atomic_xchg(&smm->has_dead, 1);
+	sframe_mm_bump_generation(smm);
+}
+
+/* Under smm->lock: erase the entries marked dead, if any. */
+static void sframe_mm_reap_dead(struct sframe_mm *smm)
+{
+	struct sframe_entry *entry;
+	unsigned long index = 0;
+
+	if (!atomic_xchg(&smm->has_dead, 0))
+		return;
+	/* Each step moves index past one entry: nr_entries steps at most. */
+	for (;;) {
+		entry = mt_find(&smm->sections, &index, ULONG_MAX);
+		if (!entry)
+			break;
+		if (READ_ONCE(entry->dead))
+			sframe_mm_erase(smm, entry);
+		if (!index) /* the last entry ended at ULONG_MAX */
+			break;
+	}
 }
 
 /*
@@ -319,10 +466,17 @@ static int sframe_mm_invalidate_start(struct mmu_notifier *mn,
 	if (range->event != MMU_NOTIFY_UNMAP || range->end <= range->start ||
 	    !sframe_mm_overlaps(smm, range->start, range->end - 1))
 		return 0;
-	/* Erasing may allocate maple nodes and sleep. */
-	if (!mmu_notifier_range_blockable(range))
-		return -EAGAIN;
+	/*
+	 * Erasing may allocate maple nodes and sleep, which the OOM reaper's
+	 * invalidation may not.  Refusing it (-EAGAIN) would make the reaper
+	 * give up on every process with sections, so mark them dead instead.
+	 */
+	if (!mmu_notifier_range_blockable(range)) {
+		sframe_mm_mark_dead(smm, range->start, range->end - 1);
+		return 0;
+	}
 	mutex_lock(&smm->lock);
+	sframe_mm_reap_dead(smm);
 	for (;;) {
 		index = range->start;
 		entry = mt_find(&smm->sections, &index, range->end - 1);
@@ -345,29 +499,45 @@ static struct sframe_mm *sframe_mm_get_or_create(struct mm_struct *mm)
 {
 	struct mmu_notifier *mn;
 	struct sframe_mm *smm;
+	bool mine = false, dead;
 
 	smm = sframe_mm_find(mm);
 	if (smm)
 		return smm;
 
-	mutex_lock(&sframe_mm_create_lock);
-	smm = sframe_mm_find(mm);
-	if (smm)
-		goto out;
-	/* Takes mmap_lock for writing; allocates through sframe_mm_alloc. */
-	mn = mmu_notifier_get(&sframe_mm_ops, mm);
-	if (IS_ERR(mn)) {
-		smm = ERR_CAST(mn);
-		goto out;
-	}
+	/*
+	 * mmu_notifier_get() without its uninterruptible wait: only this
+	 * caller waits for mm's mmap_lock, and a fatal signal ends the wait.
+	 * Allocates through sframe_mm_alloc, or finds the existing one.
+	 */
+	if (mmap_write_lock_killable(mm))
+		return ERR_PTR(-EINTR);
+	mn = mmu_notifier_get_locked(&sframe_mm_ops, mm);
+	mmap_write_unlock(mm);
+	if (IS_ERR(mn))
+		return ERR_CAST(mn);
 	smm = container_of(mn, struct sframe_mm, mn);
 	spin_lock(&sframe_mm_lock);
-	hash_add_rcu(sframe_mm_hash, &smm->hnode, (unsigned long)mm);
+	dead = smm->dead;
+	if (!smm->hashed && !dead) {
+		smm->hashed = true;
+		hash_add_rcu(sframe_mm_hash, &smm->hnode, (unsigned long)mm);
+		mine = true;
+	}
 	spin_unlock(&sframe_mm_lock);
-	atomic64_inc(&sframe_counters.processes);
-out:
-	mutex_unlock(&sframe_mm_create_lock);
-	return smm;
+	if (mine) {
+		/* This reference is the hash's now. */
+		atomic64_inc(&sframe_counters.processes);
+		return smm;
+	}
+	/* Another caller hashed it first: drop our extra reference. */
+	mmu_notifier_put(mn);
+	/*
+	 * Torn down already: mm is exiting (our caller's reference on it
+	 * notwithstanding, only the module's exit does this, and it runs
+	 * when nobody can call us).  Nothing to register into.
+	 */
+	return dead ? ERR_PTR(-ESRCH) : smm;
 }
 
 /*
@@ -381,7 +551,9 @@ static int sframe_check_mapped(struct mm_struct *mm, unsigned long start,
 	struct vm_area_struct *vma;
 	int ret = 0;
 
-	mmap_read_lock(mm);
+	/* Killable: another process may hold mm's mmap_lock for long. */
+	if (mmap_read_lock_killable(mm))
+		return -EINTR;
 	while (addr < end) {
 		vma = sframe_next_vma(mm, addr);
 		if (!vma || vma->vm_start > addr) {
@@ -417,18 +589,26 @@ static int sframe_check_bounds(u64 sframe_addr, u64 sframe_len,
 }
 
 /* Text bytes the FDEs of a validated section describe (disjoint FDEs). */
-static u64 sframe_covered_bytes(const struct sframe_section *sec)
+static int sframe_covered_bytes(const struct sframe_section *sec,
+				u64 *covered)
 {
 	struct sframe_fde fde;
-	u64 covered = 0;
 	u32 i;
+	int ret;
 
+	*covered = 0;
 	for (i = 0; i < sec->num_fdes; i++) {
+		/* Up to millions of user reads: pause as validation does. */
+		if (!(i % SFRAME_VALIDATE_PAUSE_EVERY)) {
+			ret = sframe_source_pause(sec->src);
+			if (ret)
+				return ret;
+		}
 		if (sframe_get_fde(sec, i, &fde))
 			break;
-		covered += fde.func_size;
+		*covered += fde.func_size;
 	}
-	return covered;
+	return 0;
 }
 
 /* Validate the section read through src and describe it in range. */
@@ -444,7 +624,9 @@ static int sframe_check_section(const struct sframe_source *src,
 	ret = sframe_validate(&range->sec, text_start, text_len);
 	if (ret)
 		return ret;
-	range->covered_bytes = sframe_covered_bytes(&range->sec);
+	ret = sframe_covered_bytes(&range->sec, &range->covered_bytes);
+	if (ret)
+		return ret;
 	range->sec.src = NULL; /* the source lives on the caller's stack */
 	range->text_start = text_start;
 	range->text_end = text_start + text_len;
@@ -469,7 +651,7 @@ static int sframe_check_request(struct mm_struct *mm, u64 sframe_addr,
 	/* An unreadable section is as good as an unmapped one. */
 	ret = sframe_check_mapped(mm, sframe_addr, sframe_len, VM_READ);
 	if (ret)
-		return -EFAULT;
+		return ret == -EINTR ? ret : -EFAULT;
 
 	src.base = u64_to_user_ptr(sframe_addr);
 	src.size = sframe_len;
@@ -506,20 +688,19 @@ static bool sframe_mm_yield_discovered(struct sframe_mm *smm,
 	return true;
 }
 
-/* Under smm->lock: count len more supplied bytes, within the bounds. */
+/*
+ * Under smm->lock: count len more supplied bytes for this process, within
+ * its bound.  Per process, so a fork child that shares its parent's blobs
+ * counts them again here (not in the user's or the global total, charged
+ * once per blob by sframe_blob_alloc()).
+ */
 static int sframe_charge_supplied(struct sframe_mm *smm, u64 len)
 {
 	u64 max_process = min_t(u64, (u64)READ_ONCE(supply_max_process_kb) << 10,
 				SFRAME_SUPPLY_MAX_PER_PROCESS);
-	u64 max_total = min_t(u64, (u64)READ_ONCE(supply_max_total_kb) << 10,
-			      SFRAME_SUPPLY_MAX_TOTAL);
 
 	if (smm->supplied_bytes + len > max_process)
 		return -EDQUOT;
-	if (atomic64_add_return(len, &sframe_supplied_total) > max_total) {
-		atomic64_sub(len, &sframe_supplied_total);
-		return -EDQUOT;
-	}
 	smm->supplied_bytes += len;
 	return 0;
 }
@@ -527,7 +708,6 @@ static int sframe_charge_supplied(struct sframe_mm *smm, u64 len)
 static void sframe_uncharge_supplied(struct sframe_mm *smm, u64 len)
 {
 	smm->supplied_bytes -= len;
-	atomic64_sub(len, &sframe_supplied_total);
 }
 
 static int sframe_insert(struct mm_struct *mm, struct sframe_entry *entry)
@@ -540,6 +720,7 @@ static int sframe_insert(struct mm_struct *mm, struct sframe_entry *entry)
 		return PTR_ERR(smm);
 
 	mutex_lock(&smm->lock);
+	sframe_mm_reap_dead(smm);
 	if (smm->nr_entries >= SFRAME_MAX_SECTIONS_PER_MM) {
 		ret = -ENOSPC;
 		goto out;
@@ -648,16 +829,50 @@ int sframe_supply_section(struct mm_struct *mm, struct sframe_blob *blob,
 	return sframe_add(mm, entry);
 }
 
-int sframe_register_none(struct mm_struct *mm, unsigned long start,
-			 unsigned long end)
+int sframe_register_none(struct mm_struct *mm, unsigned long pc,
+			 unsigned long start, unsigned long end)
 {
-	struct sframe_entry *entry = sframe_entry_new(SFRAME_SOURCE_NONE);
+	struct sframe_entry *entry, *old;
+	unsigned long index = start;
+	struct sframe_mm *smm;
+	int ret;
 
+	if (pc < start || pc >= end)
+		return -EINVAL;
+	entry = sframe_entry_new(SFRAME_SOURCE_NONE);
 	if (!entry)
 		return -ENOMEM;
+	smm = sframe_mm_get_or_create(mm);
+	if (IS_ERR(smm)) {
+		sframe_entry_discard(entry);
+		return PTR_ERR(smm);
+	}
+	/*
+	 * The free range around pc: [start, end) less the entries in it (a
+	 * section registered for part of the mapping, say).  Under the lock,
+	 * so it is still free when inserted below.  One step per entry in
+	 * the mapping: SFRAME_MAX_SECTIONS_PER_MM at most.
+	 */
+	mutex_lock(&smm->lock);
+	sframe_mm_reap_dead(smm);
+	mt_for_each(&smm->sections, old, index, end - 1) {
+		if (old->range.text_start <= pc && pc < old->range.text_end) {
+			/* Covered meanwhile (a racing discovery): done. */
+			mutex_unlock(&smm->lock);
+			sframe_entry_discard(entry);
+			return 0;
+		}
+		if (old->range.text_end <= pc)
+			start = max(start, old->range.text_end);
+		else
+			end = min(end, old->range.text_start);
+	}
+	mutex_unlock(&smm->lock);
 	entry->range.text_start = start;
 	entry->range.text_end = end;
-	return sframe_add(mm, entry);
+	/* -EEXIST only if a racing insert took part of it: fine as well. */
+	ret = sframe_add(mm, entry);
+	return ret == -EEXIST ? 0 : ret;
 }
 
 int sframe_unregister_section(struct mm_struct *mm, u64 text_start)
@@ -673,6 +888,7 @@ int sframe_unregister_section(struct mm_struct *mm, u64 text_start)
 		return -ENOENT;
 
 	mutex_lock(&smm->lock);
+	sframe_mm_reap_dead(smm);
 	entry = mtree_load(&smm->sections, text_start);
 	if (entry && entry->range.text_start == text_start) {
 		sframe_mm_erase(smm, entry);
@@ -690,7 +906,7 @@ bool sframe_registry_lookup(struct sframe_mm *smm, unsigned long pc,
 
 	rcu_read_lock();
 	entry = mtree_load(&smm->sections, pc);
-	if (entry) {
+	if (entry && !READ_ONCE(entry->dead)) {
 		*range = entry->range;
 		found = true;
 	}
@@ -709,7 +925,7 @@ int sframe_supplied_find_row(struct sframe_mm *smm, unsigned long pc,
 	/* The entry, and so its data, stays while we are in here. */
 	rcu_read_lock();
 	entry = mtree_load(&smm->sections, pc);
-	if (entry && entry->blob) {
+	if (entry && entry->blob && !READ_ONCE(entry->dead)) {
 		src.kbase = entry->blob->data;
 		src.size = entry->range.sec.sec_size;
 		sec = entry->range.sec;
@@ -734,6 +950,7 @@ int sframe_registry_list(struct mm_struct *mm, struct sframe_section_info *out,
 	if (!smm)
 		return 0;
 	mutex_lock(&smm->lock);
+	sframe_mm_reap_dead(smm);
 	mt_for_each(&smm->sections, entry, index, ULONG_MAX) {
 		if (n < max) {
 			const struct sframe_range *r = &entry->range;
@@ -789,18 +1006,22 @@ struct sframe_snapshot *sframe_snapshot_take(struct mm_struct *mm, gfp_t gfp,
 	}
 	/*
 	 * Lock-free, like a lookup: an entry seen here stays readable until
-	 * the end of the RCU read side, and its blob referenced (the entry's
-	 * own reference is dropped only after a grace period).
+	 * the end of the RCU read side, and so does its blob's memory.
 	 */
 	mt_for_each(&smm->sections, entry, index, ULONG_MAX) {
 		if (i == n)
 			break;
-		if (!sframe_source_is_explicit(entry->range.source))
+		if (!sframe_source_is_explicit(entry->range.source) ||
+		    READ_ONCE(entry->dead))
+			continue;
+		/*
+		 * An entry erased meanwhile may have dropped the last
+		 * reference of its blob: skip it, as if the erase came first.
+		 */
+		if (entry->blob && !refcount_inc_not_zero(&entry->blob->ref))
 			continue;
 		snap->entries[i].range = entry->range;
 		snap->entries[i].blob = entry->blob;
-		if (entry->blob)
-			refcount_inc(&entry->blob->ref);
 		i++;
 	}
 	snap->n = i;
@@ -820,6 +1041,26 @@ void sframe_snapshot_free(struct sframe_snapshot *snap)
 	kfree(snap);
 }
 
+/*
+ * Whether the child has what the entry describes: its text mapped
+ * executable and, for a section read from user memory, that memory
+ * readable.  The fork copied most of the address space, but not mappings
+ * marked MADV_DONTFORK (VM_DONTCOPY), and the parent may have unmapped
+ * text between the snapshot and the fork's end.  0, or why not.
+ */
+static int sframe_snapshot_entry_mapped(struct mm_struct *mm,
+					const struct sframe_range *r)
+{
+	int ret;
+
+	ret = sframe_check_mapped(mm, r->text_start,
+				  r->text_end - r->text_start, VM_EXEC);
+	if (ret || r->source == SFRAME_SOURCE_SUPPLIED)
+		return ret;
+	return sframe_check_mapped(mm, r->sframe_addr, r->sec.sec_size,
+				   VM_READ);
+}
+
 int sframe_snapshot_apply(struct mm_struct *mm, struct sframe_snapshot *snap)
 {
 	struct sframe_entry *entry;
@@ -827,10 +1068,18 @@ int sframe_snapshot_apply(struct mm_struct *mm, struct sframe_snapshot *snap)
 	int ret = 0, err;
 
 	/*
-	 * The fork copied the address space: the text and sections are where
-	 * they were.  One entry refused (a bound) does not stop the others.
+	 * One entry refused (a bound) does not stop the others; one whose
+	 * text or section the child does not have is left out (not an error:
+	 * there is nothing to describe).  snap->n <= SFRAME_MAX_SECTIONS_PER_MM.
 	 */
 	for (i = 0; i < snap->n; i++) {
+		err = sframe_snapshot_entry_mapped(mm, &snap->entries[i].range);
+		if (err == -EINTR) {
+			ret = err;
+			break;
+		}
+		if (err)
+			continue;
 		entry = sframe_entry_new(snap->entries[i].range.source);
 		if (!entry) {
 			ret = -ENOMEM;

@@ -47,9 +47,15 @@ void sframe_registry_exit(void);
 int sframe_register_section(struct mm_struct *mm, u64 sframe_addr,
 			    u64 sframe_len, u64 text_start, u64 text_len,
 			    u8 source);
-/* The bytes of a supplied section, reference counted. */
+/*
+ * The bytes of a supplied section, reference counted.  Allocation charges
+ * len to the caller's user and to the global total (once per blob):
+ * ERR_PTR(-EDQUOT) past a bound, (-ENOMEM).
+ */
 struct sframe_blob;
 struct sframe_blob *sframe_blob_alloc(u64 len);
+/* The caller's per-user bound on supplied bytes (U64_MAX: exempt). */
+u64 sframe_supply_user_limit(void);
 void *sframe_blob_data(struct sframe_blob *blob);
 void sframe_blob_put(struct sframe_blob *blob);
 /*
@@ -61,9 +67,14 @@ int sframe_supply_section(struct mm_struct *mm, struct sframe_blob *blob,
 			  u64 sframe_len, u64 sframe_addr, u64 text_start,
 			  u64 text_len);
 int sframe_unregister_section(struct mm_struct *mm, u64 text_start);
-/* Remember that the text at [start, end) has no .sframe (discovery). */
-int sframe_register_none(struct mm_struct *mm, unsigned long start,
-			 unsigned long end);
+/*
+ * Remember that pc, in the executable mapping [start, end), has no
+ * usable .sframe (discovery): a "none" entry for the free range around pc
+ * within the mapping (the mapping less the entries already in it).  0 if
+ * recorded or pc is covered by now; else an error.
+ */
+int sframe_register_none(struct mm_struct *mm, unsigned long pc,
+			 unsigned long start, unsigned long end);
 
 /*
  * The registry of mm, or NULL.  The result stays valid while mm has users

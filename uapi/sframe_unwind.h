@@ -116,7 +116,10 @@
  *               no .sframe)
  *   ENOMEM      out of kernel memory
  *   EINTR       the caller got a fatal signal while the section was being
- *               validated (the registration does not happen)
+ *               validated, or while waiting for the process's mmap lock
+ *               (held by someone else; no global lock is held meanwhile,
+ *               so only this caller waits); the registration does not
+ *               happen
  */
 struct sframe_register {
 	__u32 size;        /* sizeof(struct sframe_register) */
@@ -253,8 +256,20 @@ struct sframe_stats {
  * ---- Sections for another process, and what a process has --------------
  */
 
-/* Bounds of supplied sections: bytes of kernel memory held. */
+/*
+ * Bounds of supplied sections: bytes of kernel memory held (unswappable).
+ * Each kernel copy of a section counts once in the total and for the user
+ * who supplied it (real uid), however many processes share it: a fork
+ * child shares its parent's copies and counts them only in its own
+ * per-process bound.  A user with CAP_IPC_LOCK is exempt from the per-user
+ * bound (as from perf's perf_event_mlock_kb), not from the total.  Module
+ * parameters lower each: supply_max_process_kb, supply_max_user_kb,
+ * supply_max_total_kb.  SFRAME_IOC_GET_STATS shows the caller's user's
+ * bytes and bound (user_supplied_bytes, user_supplied_limit) and the total
+ * (supplied_bytes).
+ */
 #define SFRAME_SUPPLY_MAX_PER_PROCESS (64u << 20)
+#define SFRAME_SUPPLY_MAX_PER_USER    (128u << 20)
 #define SFRAME_SUPPLY_MAX_TOTAL       (512u << 20)
 
 /*
@@ -279,9 +294,13 @@ struct sframe_stats {
  *   ESRCH   no process pid (or it has no address space: exiting, kernel)
  *   EPERM   the caller may not ptrace-attach to pid
  *   EDQUOT  the target's supplied sections would exceed
- *           SFRAME_SUPPLY_MAX_PER_PROCESS bytes, or all processes' would
+ *           SFRAME_SUPPLY_MAX_PER_PROCESS bytes, the caller's user's would
+ *           exceed SFRAME_SUPPLY_MAX_PER_USER, or all processes' would
  *           exceed SFRAME_SUPPLY_MAX_TOTAL (each lowered by the module
- *           parameters supply_max_process_kb, supply_max_total_kb)
+ *           parameters supply_max_process_kb, supply_max_user_kb,
+ *           supply_max_total_kb; see above)
+ *   EINTR   a fatal signal arrived while waiting for the target's mmap
+ *           lock
  */
 struct sframe_supply {
 	__u32 size;        /* sizeof(struct sframe_supply) */
@@ -303,8 +322,14 @@ struct sframe_supply {
 #define SFRAME_SOURCE_REGISTERED 1 /* SFRAME_IOC_REGISTER by the process */
 #define SFRAME_SOURCE_DISCOVERED 2 /* found by the module in a mapped file */
 #define SFRAME_SOURCE_SUPPLIED   3 /* SFRAME_IOC_SUPPLY, held by the module */
-#define SFRAME_SOURCE_NONE       4 /* an executable mapping discovery found
-				      to have no .sframe: nothing covers it */
+#define SFRAME_SOURCE_NONE       4 /* (part of) an executable mapping
+				      discovery found no usable .sframe for:
+				      none in the file, a bad one, or one
+				      overlapping a registered section (the
+				      part around the PC that asked, without
+				      the entries already there); nothing
+				      covers it, and the file is not read
+				      again for it */
 
 struct sframe_section_info {
 	__u64 text_start;    /* the text described */

@@ -48,8 +48,11 @@ struct Stats {
   // Zero from a module older than SFRAME_STATS_SIZE_VER1:
   uint64_t walks_budget_exhausted = 0;  // walks ended by SFRAME_STOP_BUDGET
   uint64_t samples_timed_out = 0;       // session samples sent without user stack: task stayed in the kernel
-  uint64_t user_supplied_bytes = 0;     // what the caller's user holds now...
-  uint64_t user_supplied_limit = 0;     // ...and its bound (UINT64_MAX: none)
+  // Supplied bytes held now for the caller's user (real uid), each kernel
+  // copy counted once, and that user's bound (UINT64_MAX: exempt).
+  uint64_t user_supplied_bytes = 0;
+  uint64_t user_supplied_limit = 0;
+  // The user's sessions and their buffer bytes now, and the bounds.
   uint64_t user_sessions = 0;
   uint64_t user_sessions_limit = 0;
   uint64_t user_session_bytes = 0;
