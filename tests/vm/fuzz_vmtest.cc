@@ -33,6 +33,7 @@
 // threads is not.  $SFRAME_FUZZ_CALLS changes the target (default 1000000),
 // $SFRAME_FUZZ_SECONDS the time limit (default 230: the rig gives a
 // program 300 s, and the warm-up and the checks after take some 15 s).
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -149,8 +150,9 @@ struct Shared {
   std::atomic<int> perf_ok;         // workers that got a perf event
   std::atomic<int> stop;            // the deadline passed
   std::atomic<int> worker_pids[8];
+  std::atomic<long> big[2];  // results of the two 64 MiB supplies
   std::atomic<int> nfail;
-  char fail[kMaxFailures][1536];
+  char fail[kMaxFailures][2048];
 };
 
 uint64_t SplitMix(uint64_t* s) {
@@ -268,11 +270,18 @@ void BuildWorld(World* w) {
   }
   w->self = *obj;
 
+  // Every region the mutator changes is followed by a PROT_NONE guard page
+  // that stays when the region is unmapped.  Requests point the kernel's
+  // writes (UNWIND_SELF frames, LIST_SECTIONS entries, read() records) into
+  // these regions with lengths of up to hundreds of KiB: without the guard
+  // such a write is legal and lands in whatever mapping comes next, which
+  // may be this program's own memory.
   // Text: int3 everywhere.
-  sframe::MappedRegion t =
-      sframe::MappedRegion::map(kTextLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+  sframe::MappedRegion t = sframe::MappedRegion::map(kTextLen + page, PROT_READ | PROT_WRITE,
+                                                     MAP_PRIVATE | MAP_ANONYMOUS);
   std::memset(t.data(), 0xcc, kTextLen);
-  t.protect(PROT_READ | PROT_EXEC);
+  mprotect(t.bytes(), kTextLen, PROT_READ | PROT_EXEC);
+  mprotect(t.bytes() + kTextLen, page, PROT_NONE);
   w->text.addr = t.address();
   w->text.len = kTextLen;
   w->text.prot = w->text.cur_prot = PROT_READ | PROT_EXEC;
@@ -281,8 +290,9 @@ void BuildWorld(World* w) {
   t.release();
 
   // Sections near it (32-bit offsets reach the text).
-  sframe::MappedRegion s = sframe::MappedRegion::map_near(reinterpret_cast<void*>(w->text.addr),
-                                                          kSectionsLen, PROT_READ | PROT_WRITE);
+  sframe::MappedRegion s = sframe::MappedRegion::map_near(
+      reinterpret_cast<void*>(w->text.addr), kSectionsLen + page, PROT_READ | PROT_WRITE);
+  mprotect(s.bytes() + kSectionsLen, page, PROT_NONE);
   // v1; v2; v3 with PC-relative function starts; v2 with them too.
   const int versions[kChunks] = {1, 2, 3, 2};
   size_t off = 0;
@@ -301,12 +311,13 @@ void BuildWorld(World* w) {
   s.release();
 
   // The program's own section, copied next to its text.
-  vmtest::SectionCopy c = vmtest::CopySection(w->self);
+  vmtest::SectionCopy c = vmtest::CopySection(w->self, page);
   w->selfcopy.addr = c.addr();
-  w->selfcopy.len = c.mem.size();
+  w->selfcopy.len = c.mem.size() - page;
+  mprotect(c.bytes() + w->selfcopy.len, page, PROT_NONE);
   w->selfcopy.prot = w->selfcopy.cur_prot = PROT_READ | PROT_WRITE;
   w->selfcopy.mapped = true;
-  w->selfcopy.pristine.assign(c.bytes(), c.bytes() + c.mem.size());
+  w->selfcopy.pristine.assign(c.bytes(), c.bytes() + w->selfcopy.len);
   w->valid.push_back(Valid{c.addr(), c.len, w->self.text_start, w->self.text_len, 0});
   c.mem.release();
   // And the original, in the program's read-only segment.
@@ -388,7 +399,7 @@ struct Thread {
                           "; request:",
                           what, kOpNames[op], cmd, arg, ret, err, strerrorname_np(err) ?: "?",
                           w->worker, id, calls, seed);
-    for (size_t i = 0; i < req.size() && i < 128 && n > 0 && n < 1400; i++) {
+    for (size_t i = 0; i < req.size() && i < 160 && n > 0 && n < 1500; i++) {
       n += std::snprintf(out + n, sizeof(sh->fail[0]) - static_cast<size_t>(n), " %02x", req[i]);
     }
   }
@@ -664,8 +675,15 @@ struct Thread {
           out.nr_frames < 1 || out.nr_frames > out.max_frames || out.stop_reason < 1 ||
           out.stop_reason > SFRAME_STOP_BUDGET ||
           uint64_t{out.nr_sframe} + out.nr_fp > out.nr_frames) {
-        req.assign(reinterpret_cast<uint8_t*>(arg), reinterpret_cast<uint8_t*>(arg) + 56);
-        Fail("impossible UNWIND_SELF result", kUnwindSelf, SFRAME_IOC_UNWIND_SELF, arg, 0, 0);
+        char what[256];
+        std::snprintf(what, sizeof(what),
+                      "impossible UNWIND_SELF result (nr_frames %u of %u, stop %u, sframe %u, "
+                      "fp %u, frames[0] 0x%" PRIx64 ", RawIoctl at 0x%" PRIx64
+                      "; the request as sent follows, then as it came back)",
+                      out.nr_frames, out.max_frames, out.stop_reason, out.nr_sframe, out.nr_fp,
+                      pc0, fn);
+        req.insert(req.end(), reinterpret_cast<uint8_t*>(arg), reinterpret_cast<uint8_t*>(arg) + 56);
+        Fail(what, kUnwindSelf, SFRAME_IOC_UNWIND_SELF, arg, 0, 0);
       }
       sh->walked.fetch_add(out.nr_sframe, std::memory_order_relaxed);
     }
@@ -849,6 +867,15 @@ struct Thread {
     }
   }
 
+  VMTEST_NOIPA static void Deeper(Thread* t, int depth) {
+    if (depth <= 0) {
+      t->DoUnwindSelf();
+    } else {
+      Deeper(t, depth - 1);
+    }
+    VMTEST_BARRIER();  // no tail call: each level keeps its frame
+  }
+
   void Step() {
     // A quarter of the requests are wild at the struct level (sizes,
     // flags, reserved fields, tails, flipped bytes); the others are well
@@ -861,7 +888,12 @@ struct Thread {
     const uint64_t r = rng.Below(100);
     if (r < 18) DoRegister();
     else if (r < 30) DoUnregister();
-    else if (r < 50) DoUnwindSelf();
+    else if (r < 50) {
+      // Now and then from deeper down: walks of hundreds of SFrame frames
+      // (and SFRAME_STOP_LIMIT when max_frames is smaller).
+      if (rng.OneIn(16)) Deeper(this, static_cast<int>(rng.Below(300)));
+      else DoUnwindSelf();
+    }
     else if (r < 57) DoGetStats();
     else if (r < 70) DoSupply();
     else if (r < 78) DoList();
@@ -1066,7 +1098,7 @@ void Mutate(World* w, Shared* sh, uint64_t seed, std::atomic<bool>* done,
 // A worker process: builds its world, runs `threads` fuzz threads and one
 // mutator, exits.  Never returns.
 [[noreturn]] void Worker(Shared* sh, int worker, uint64_t seed, int threads,
-                         uint64_t calls_per_thread, bool perf_wanted) {
+                         uint64_t calls_per_thread, bool big_supplies) {
   World w;
   w.worker = worker;
   BuildWorld(&w);
@@ -1082,7 +1114,7 @@ void Mutate(World* w, Shared* sh, uint64_t seed, std::atomic<bool>* done,
   // (its threads inherit it).  Refused to uid 65534 under
   // perf_event_paranoid 3: then the sessions stay empty (and are refused).
   std::unique_ptr<sframe::PerfEvent> perf;
-  if (perf_wanted) {
+  {
     try {
       sframe::PerfEventOptions o;
       o.frequency = 250;
@@ -1098,6 +1130,53 @@ void Mutate(World* w, Shared* sh, uint64_t seed, std::atomic<bool>* done,
   std::vector<std::unique_ptr<Thread>> ts;
   for (int t = 0; t < threads; t++) {
     ts.push_back(std::make_unique<Thread>(&w, sh, SplitMix(&s), t));
+  }
+  // A few maximal supplies, outside the inner loop: 64 MiB
+  // (SFRAME_MAX_SECTION_SIZE) copied into kernel memory, a valid section at
+  // its start; then the same again, which the per-process bound of 64 MiB
+  // must refuse (EDQUOT) unless the first was refused.  What is held is
+  // freed when the worker exits (supplied_bytes and vmalloc back to the
+  // baseline).
+  // (In the warm-up's single worker, before any thread runs: no other
+  // process supplies for it or unregisters what it supplied meanwhile.)
+  if (big_supplies) {
+    sframe::MappedRegion big = sframe::MappedRegion::map_near(
+        reinterpret_cast<void*>(w.text.addr), SFRAME_MAX_SECTION_SIZE, PROT_READ | PROT_WRITE);
+    long first = 0;
+    for (int i = 0; i < 2; i++) {
+      // The section of chunk i at the start of the 64 MiB (zeros after it).
+      const Valid& v = w.valid[static_cast<size_t>(i)];
+      std::memset(big.data(), 0, 4096);
+      std::memcpy(big.data(), w.sections.pristine.data() + (v.addr - w.sections.addr), v.len);
+      sframe::relocate_section(big.data(), v.len, v.addr, big.address());
+      sframe_supply s{};
+      s.size = sizeof(s);
+      s.sframe_data = big.address();
+      s.sframe_len = SFRAME_MAX_SECTION_SIZE;
+      s.sframe_addr = big.address();
+      // Two different text ranges (chunks 0 and 1), so that the second
+      // is no overlap of the first.
+      s.text_start = w.text.addr + i * (kTextLen / kChunks);
+      s.text_len = kTextLen / kChunks;
+      const long ret = RawIoctl(w.dev, SFRAME_IOC_SUPPLY, reinterpret_cast<uint64_t>(&s));
+      const int err = ret < 0 ? static_cast<int>(-ret) : 0;
+      sh->ioctls++;
+      sh->counts[kSupply][std::min(err, kErrnoSlots - 1)]++;
+      bool bad = ret > 0 || (ret < 0 && !Documented(kSupply, err));
+      if (i == 0) first = ret;
+      sh->big[i] = ret;
+      if (i == 1 && first == 0 && err != EDQUOT) bad = true;
+      if (bad) {
+        const int slot = sh->nfail.fetch_add(1);
+        if (slot < kMaxFailures) {
+          std::snprintf(sh->fail[slot], sizeof(sh->fail[0]),
+                        "64 MiB SUPPLY %d (the first returned %ld): returned %ld; expected 0 or "
+                        "a documented errno, and EDQUOT for the second if the first held "
+                        "64 MiB",
+                        i + 1, first, ret);
+        }
+      }
+    }
   }
   std::atomic<bool> done{false};
   std::thread mut(Mutate, &w, sh, SplitMix(&s), &done, perf.get());
@@ -1138,6 +1217,29 @@ long VmallocKb() {
   return -1;
 }
 
+// As root: asks SLUB to give back the empty slabs of the caches counted
+// (/sys/kernel/slab/NAME/shrink), so that objects that only sit free in a
+// CPU's slab stop counting as active and the counts before and after
+// compare what is really allocated.
+void ShrinkSlabs() {
+  DIR* d = opendir("/sys/kernel/slab");
+  if (!d) return;
+  while (dirent* e = readdir(d)) {
+    const std::string n = e->d_name;
+    if (n.rfind("kmalloc-", 0) != 0 && n != "maple_node") continue;
+    const int fd = open(("/sys/kernel/slab/" + n + "/shrink").c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    (void)!write(fd, "1", 1);
+    close(fd);
+  }
+  closedir(d);
+}
+
+std::map<std::string, long> ShrunkSlabCounts() {
+  ShrinkSlabs();
+  return vmtest::SlabCounts();
+}
+
 class FuzzTest : public vmtest::DeviceTest {};
 
 TEST_F(FuzzTest, AMillionRandomIoctlsWhileTheMemoryChanges) {
@@ -1168,13 +1270,13 @@ TEST_F(FuzzTest, AMillionRandomIoctlsWhileTheMemoryChanges) {
   Shared* sh = new (mem) Shared();
   std::fflush(nullptr);
 
-  auto run_workers = [&](uint64_t calls, uint64_t s, int nworkers) {
+  auto run_workers = [&](uint64_t calls, uint64_t s, int nworkers, bool big_supplies) {
     std::vector<pid_t> pids;
     for (int i = 0; i < nworkers; i++) {
       const pid_t p = fork();
       if (p == 0) {
         Worker(sh, i, s, kThreads, (calls + nworkers * kThreads - 1) / (nworkers * kThreads),
-               true);
+               big_supplies);
       }
       if (p < 0) ADD_FAILURE() << "fork: " << std::strerror(errno);
       else {
@@ -1236,18 +1338,19 @@ TEST_F(FuzzTest, AMillionRandomIoctlsWhileTheMemoryChanges) {
 
   // Warm-up: the module's caches, the maple tree and the kernel's slabs get
   // to a steady state before the slab baseline is taken.
-  run_workers(4000, seed ^ 0x5eed, 1);
+  // The warm-up's worker also makes the two 64 MiB supplies.
+  run_workers(4000, seed ^ 0x5eed, 1, true);
   if (HasFailure()) return;
   const sframe::Stats warm = back_to_baseline();
   EXPECT_EQ(warm.sections, before.sections) << "after the warm-up";
   EXPECT_EQ(warm.processes, before.processes) << "after the warm-up";
   sh->perf_ok = 0;
-  const std::map<std::string, long> slab_before = vmtest::SlabCounts();
+  const std::map<std::string, long> slab_before = ShrunkSlabCounts();
   const long vmalloc_before = VmallocKb();
   const uint64_t warm_calls = sh->ioctls.load();
 
   const auto t0 = std::chrono::steady_clock::now();
-  run_workers(target, seed, kWorkers);
+  run_workers(target, seed, kWorkers, false);
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const uint64_t calls = sh->ioctls.load() - warm_calls;
@@ -1261,6 +1364,9 @@ TEST_F(FuzzTest, AMillionRandomIoctlsWhileTheMemoryChanges) {
               secs, static_cast<double>(calls) / secs, sh->mutations.load(), sh->children.load(),
               sh->sessions.load(), sh->records.load(), sh->walked.load(), sh->perf_ok.load(),
               kWorkers);
+  std::printf("fuzz: two 64 MiB supplies returned %s, %s\n",
+              ErrName(static_cast<int>(-sh->big[0].load())).c_str(),
+              ErrName(static_cast<int>(-sh->big[1].load())).c_str());
   for (int op = 0; op < kNumOps; op++) {
     std::ostringstream line;
     uint64_t total = 0;
@@ -1350,12 +1456,12 @@ TEST_F(FuzzTest, AMillionRandomIoctlsWhileTheMemoryChanges) {
     }
     return out;
   };
-  std::map<std::string, long> slab_after = vmtest::SlabCounts();
+  std::map<std::string, long> slab_after = ShrunkSlabCounts();
   for (int i = 0; i < 100 && (total(slab_after) - total(slab_before) > kTotalMargin ||
                               !over(slab_after).empty());
        i++) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    slab_after = vmtest::SlabCounts();
+    slab_after = ShrunkSlabCounts();
   }
   std::printf("fuzz: slab objects (kmalloc-*, kmalloc-cg-*, maple_node) %ld -> %ld\n",
               total(slab_before), total(slab_after));
