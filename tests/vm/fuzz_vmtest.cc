@@ -1338,9 +1338,31 @@ TEST_F(FuzzTest, AMillionRandomIoctlsWhileTheMemoryChanges) {
 
   // Warm-up: the module's caches, the maple tree and the kernel's slabs get
   // to a steady state before the slab baseline is taken.
+  // Kernel memory back to the baseline, below: objects are freed after RCU
+  // grace periods and by workqueues, so the checks give them time.
+  // Margins: what the rest of the guest (the rig's shell, the test's own
+  // threads) moves meanwhile.  A leak of one object per thousand calls
+  // would be 1,000 objects.
+  constexpr long kVmallocMarginKb = 8 * 1024;
+  const auto vmalloc_settled = [&](long base) {
+    long now = VmallocKb();
+    for (int i = 0; i < 100 && now - base > kVmallocMarginKb; i++) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      now = VmallocKb();
+    }
+    return now;
+  };
+  const long vmalloc_start = VmallocKb();
+
   // The warm-up's worker also makes the two 64 MiB supplies.
   run_workers(4000, seed ^ 0x5eed, 1, true);
   if (HasFailure()) return;
+  // The 64 MiB supplied are vfree()d lazily: the baseline is taken once
+  // they are gone (or fails here if they never go).
+  const long vmalloc_warm = vmalloc_settled(vmalloc_start);
+  EXPECT_LE(vmalloc_warm - vmalloc_start, kVmallocMarginKb)
+      << "VmallocUsed " << vmalloc_start << " kB -> " << vmalloc_warm
+      << " kB after the warm-up and its 64 MiB supplies";
   const sframe::Stats warm = back_to_baseline();
   EXPECT_EQ(warm.sections, before.sections) << "after the warm-up";
   EXPECT_EQ(warm.processes, before.processes) << "after the warm-up";
@@ -1418,16 +1440,7 @@ TEST_F(FuzzTest, AMillionRandomIoctlsWhileTheMemoryChanges) {
               before.sections, after.sections, before.processes, after.processes,
               before.supplied_bytes, after.supplied_bytes);
 
-  // Kernel memory back to the baseline.  Objects are freed after RCU grace
-  // periods and by workqueues: give them time.  Margins: what the rest of
-  // the guest (the rig's shell, the test's own threads) moves meanwhile.
-  // A leak of one object per thousand calls would be 1,000 objects.
-  constexpr long kVmallocMarginKb = 8 * 1024;
-  long vmalloc_after = VmallocKb();
-  for (int i = 0; i < 50 && vmalloc_after - vmalloc_before > kVmallocMarginKb; i++) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    vmalloc_after = VmallocKb();
-  }
+  const long vmalloc_after = vmalloc_settled(vmalloc_before);
   EXPECT_LE(vmalloc_after - vmalloc_before, kVmallocMarginKb)
       << "VmallocUsed " << vmalloc_before << " kB -> " << vmalloc_after << " kB";
   std::printf("fuzz: VmallocUsed %ld kB -> %ld kB\n", vmalloc_before, vmalloc_after);
