@@ -73,6 +73,23 @@ status stage2 "$(uptime_s)"
 say "guest kernel $kernel (uname -r), stage 2 at $(uptime_s)s, $(nproc) cpus"
 say "$(cat /proc/cmdline)"
 
+# The panic settings in force (run-vm.sh asks for them on the kernel command
+# line; report.py fails the run unless each has the value it needs): a WARN,
+# an oops, a soft lockup, a hung task or an RCU stall must stop the VM, so
+# that it is a failed run and never only a line in the log.  "missing" when
+# the kernel has no such knob.
+knob() { # NAME FILE
+	local v
+	v=$(cat "$2" 2>/dev/null) || v=
+	status "$1" "${v:-missing}"
+}
+for k in panic_on_warn panic_on_oops softlockup_panic soft_watchdog \
+	hung_task_panic hung_task_timeout_secs panic_on_rcu_stall; do
+	knob "kernel.$k" "/proc/sys/kernel/$k"
+done
+knob rcupdate.rcu_cpu_stall_suppress /sys/module/rcupdate/parameters/rcu_cpu_stall_suppress
+say "panic settings: $(grep -E '^(kernel|rcupdate)\.' "$R/rig.status" | tr '\n' ' ')"
+
 # --- load the module ------------------------------------------------------
 # MODULE_KO: a module file built outside DKMS (developers' parallel trees);
 # otherwise the DKMS-installed module, as a user would load it.

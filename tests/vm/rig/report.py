@@ -10,8 +10,9 @@ failed check, and ends with the machine-readable line
 Exit status 0 only if nothing failed.  A failure is: a failed test; a test
 binary (per mode) without complete XML (crash, timeout, never ran) or with a
 nonzero exit; the module not loading or its device missing; rmmod failing;
-the guest kernel not being the expected one; the VM not reaching its end
-marker; a kernel log line matching one of BAD_PATTERNS (not excused by the
+the guest kernel not being the expected one; a panic setting of the guest
+(panic_on_warn, panic_on_oops, softlockup_panic, hung_task_panic, ...) not in
+force; the VM not reaching its end marker (a panic stops it before); a kernel log line matching one of BAD_PATTERNS (not excused by the
 allow file); a benchmark exiting nonzero.
 """
 import argparse
@@ -106,6 +107,8 @@ def judge_binary(t, res, name, mode):
     rc = int(rc_s.strip()) if rc_s and rc_s.strip().lstrip("-").isdigit() else None
     log = read(base + ".log", "")
     label = "%s [%s]" % (name, mode)
+    for line in fuzz_lines(res, name, mode):
+        print("  %s %s" % (label, line))
     try:
         root = ET.parse(base + ".xml").getroot()
     except OSError:
@@ -137,6 +140,48 @@ def judge_binary(t, res, name, mode):
         t.fail("%s: %s though no test failed" % (label, rc_text(rc)), tail(log))
     elif ncases == 0:
         print("  NOTE  %s ran no tests (%s)" % (label, rc_text(rc)))
+
+
+# The guest's panic settings, as guest-run.sh read them back (rig.status):
+# what each must be for a WARN, an oops, a soft lockup, a hung task or an RCU
+# stall to stop the VM (a failed run: no end marker) instead of leaving a log
+# line that a test could outlive.  key -> (check, what it must be).
+PANIC_SETTINGS = [
+    ("kernel.panic_on_warn", lambda v: v == 1, "1"),
+    ("kernel.panic_on_oops", lambda v: v == 1, "1 (oops=panic)"),
+    ("kernel.softlockup_panic", lambda v: v == 1, "1"),
+    ("kernel.soft_watchdog", lambda v: v == 1, "1 (the soft-lockup detector on)"),
+    ("kernel.hung_task_panic", lambda v: v == 1, "1"),
+    # Within a test binary's timeout (300 s), or a task stuck in D state
+    # would be killed by the rig's timeout before the detector fires.
+    ("kernel.hung_task_timeout_secs", lambda v: 0 < v <= 120, "between 1 and 120"),
+    ("kernel.panic_on_rcu_stall", lambda v: v == 1, "1"),
+    ("rcupdate.rcu_cpu_stall_suppress", lambda v: v == 0, "0 (stall warnings on)"),
+]
+
+
+def check_panic_settings(t, status):
+    """Fails the run once per setting not in force in the guest.  Nothing
+    to check when stage 2 never ran (that failure is reported elsewhere)."""
+    if "stage2" not in status:
+        return
+    for key, good, want in PANIC_SETTINGS:
+        raw = status.get(key)
+        try:
+            ok = raw is not None and good(int(raw))
+        except ValueError:
+            ok = False
+        if not ok:
+            t.fail("guest setting %s is %s, must be %s: a lockup, hang, stall or WARN "
+                   "would not fail the run" % (key, raw if raw is not None else "not recorded",
+                                               want))
+
+
+def fuzz_lines(res, name, mode):
+    """The lines a test program printed that start with "fuzz:" (the ioctl
+    fuzzer's call counts), so that they appear in the CI log."""
+    log = read(os.path.join(res, "%s.%s.log" % (name, mode)), "") or ""
+    return [l for l in log.split("\n") if l.startswith("fuzz:")]
 
 
 def kernel_log_problems(res, console, allow):
@@ -206,6 +251,8 @@ def main():
         t.fail("module load (modprobe exit %s)" % status.get("module_load", "never ran"))
     elif a.device and status.get("device") != "0":
         t.fail("device %s missing after the module loaded" % a.device)
+
+    check_panic_settings(t, status)
 
     tests = [l for l in (read(a.tests, "") or "").split("\n") if l]
     for path in tests:

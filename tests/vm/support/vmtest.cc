@@ -321,18 +321,26 @@ std::string NextToSelf(const std::string& name) {
   return exe.substr(0, exe.rfind('/') + 1) + name;
 }
 
-long SlabObjects() {
+std::map<std::string, long> SlabCounts() {
+  std::map<std::string, long> out;
   std::ifstream in("/proc/slabinfo");
-  if (!in) return -1;
+  if (!in) return out;
   std::string line;
-  long total = 0;
   while (std::getline(in, line)) {
     std::istringstream f(line);
     std::string name;
     long active = 0;
-    if (!(f >> name >> active)) continue;
-    if (name.rfind("kmalloc-", 0) == 0 || name == "maple_node") total += active;
+    if (!(f >> name >> active)) continue;  // the header lines
+    if (name.rfind("kmalloc-", 0) == 0 || name == "maple_node") out[name] = active;
   }
+  return out;
+}
+
+long SlabObjects() {
+  const std::map<std::string, long> counts = SlabCounts();
+  if (counts.empty()) return -1;
+  long total = 0;
+  for (const auto& [name, active] : counts) total += active;
   return total;
 }
 

@@ -172,6 +172,9 @@ std::string NextToSelf(const std::string& name);
 // and maple_node (the registry is a maple tree), from /proc/slabinfo.  -1
 // if unreadable (it is readable by root only).
 long SlabObjects();
+// The same caches one by one: name -> active objects.  Empty if
+// /proc/slabinfo is unreadable.
+std::map<std::string, long> SlabCounts();
 
 }  // namespace vmtest
 
