@@ -82,6 +82,21 @@ int cmd_stats(int argc, char** argv) {
   std::printf("samples_nmi            %" PRIu64 "\n", s.samples_nmi);
   std::printf("sections_discovered    %" PRIu64 "\n", s.sections_discovered);
   std::printf("supplied_bytes         %" PRIu64 "\n", s.supplied_bytes);
+  std::printf("forks_inherited        %" PRIu64 "\n", s.forks_inherited);
+  std::printf("forks_not_inherited    %" PRIu64 "\n", s.forks_not_inherited);
+  std::printf("walks_budget_exhausted %" PRIu64 "\n", s.walks_budget_exhausted);
+  std::printf("samples_timed_out      %" PRIu64 "\n", s.samples_timed_out);
+  // What this user holds, against its bounds ("unbounded" when exempt).
+  auto held = [](const char* name, uint64_t now, uint64_t limit) {
+    if (limit == UINT64_MAX) {
+      std::printf("%-22s %" PRIu64 " (unbounded)\n", name, now);
+    } else {
+      std::printf("%-22s %" PRIu64 " of %" PRIu64 "\n", name, now, limit);
+    }
+  };
+  held("user_supplied_bytes", s.user_supplied_bytes, s.user_supplied_limit);
+  held("user_sessions", s.user_sessions, s.user_sessions_limit);
+  held("user_session_bytes", s.user_session_bytes, s.user_session_bytes_limit);
   return 0;
 }
 
