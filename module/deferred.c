@@ -53,6 +53,7 @@
 #include <linux/sched/task.h>
 #include <linux/sched/task_stack.h>
 #include <linux/slab.h>
+#include <linux/sysfs.h>
 #include <linux/task_work.h>
 #include <linux/timekeeping.h>
 #include <linux/uaccess.h>
@@ -82,10 +83,40 @@ module_param(sample_max_wait_ms, uint, 0644);
 MODULE_PARM_DESC(sample_max_wait_ms,
 		 "Longest a session sample waits for its task to return to user space (ms, 10..10000)");
 
+/*
+ * What the walks done in interrupt context cost, for benchmarks: root may
+ * write 0 to start a new measurement.
+ */
 static unsigned long irq_walk_max_ns;
-module_param(irq_walk_max_ns, ulong, 0444);
+module_param(irq_walk_max_ns, ulong, 0644);
 MODULE_PARM_DESC(irq_walk_max_ns,
-		 "Longest user walk done in interrupt context since load (ns)");
+		 "Longest user walk done in interrupt context (ns), since load or since 0 was written");
+static int sframe_param_set_atomic(const char *val,
+				   const struct kernel_param *kp)
+{
+	long v;
+	int ret = kstrtol(val, 0, &v);
+
+	if (!ret)
+		atomic_long_set(kp->arg, v);
+	return ret;
+}
+
+static int sframe_param_get_atomic(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%ld\n", atomic_long_read(kp->arg));
+}
+
+static const struct kernel_param_ops sframe_param_atomic_ops = {
+	.set = sframe_param_set_atomic,
+	.get = sframe_param_get_atomic,
+};
+static atomic_long_t irq_walks = ATOMIC_LONG_INIT(0);
+module_param_cb(irq_walks, &sframe_param_atomic_ops, &irq_walks, 0644);
+MODULE_PARM_DESC(irq_walks, "User walks done in interrupt context");
+static atomic_long_t irq_walk_ns = ATOMIC_LONG_INIT(0);
+module_param_cb(irq_walk_ns, &sframe_param_atomic_ops, &irq_walk_ns, 0644);
+MODULE_PARM_DESC(irq_walk_ns, "Their total time (ns)");
 
 struct sframe_request {
 	atomic_long_t owner;        /* task | REQ_*, or 0 when free */
@@ -519,6 +550,8 @@ static void sframe_note_irq_walk(u64 ns)
 {
 	unsigned long old = READ_ONCE(irq_walk_max_ns);
 
+	atomic_long_inc(&irq_walks);
+	atomic_long_add(ns, &irq_walk_ns);
 	while (ns > old) {
 		unsigned long seen = cmpxchg(&irq_walk_max_ns, old, ns);
 
