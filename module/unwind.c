@@ -9,6 +9,17 @@
  * Where no section covers the PC, the frame-pointer rule, if allowed:
  *   RA = *(FP + 8), caller's FP = *FP, caller's SP = FP + 16.
  *
+ * Signal frames: a handler returns into the C library's rt_sigreturn
+ * trampoline (`mov $15, %rax; syscall`, recognised by its bytes as
+ * libgcc's unwinder does, where glibc puts it: 16-byte aligned; or by an
+ * SFrame v3 signal-frame FDE).  The frame
+ * below it is the struct rt_sigframe the kernel pushed, whose ucontext has
+ * every register of the interrupted code: the walk goes on from those, the
+ * interrupted PC exact (not a return address) and every register known,
+ * as at the top.  The interrupted stack may be another one (sigaltstack),
+ * so such a step need not move the stack pointer up; at most
+ * SFRAME_MAX_SIGNAL_FRAMES of them are crossed per walk.
+ *
  * Every value comes from user memory the process controls, so nothing is
  * trusted: a fault ends the walk (SFRAME_STOP_FAULT), and a step that
  * does not move the stack pointer up ends it too (SFRAME_STOP_BAD_FRAME),
@@ -16,8 +27,12 @@
  */
 #include <linux/mm_types.h>
 #include <linux/sched.h>
+#include <linux/mmap_lock.h>
 #include <linux/uaccess.h>
+#include <asm/sigcontext.h>
+#include <asm/ucontext.h>
 
+#include "compat.h"
 #include "discovery.h"
 #include "row_cache.h"
 #include "sframe_source_user.h"
@@ -27,6 +42,17 @@
 
 /* Result of one SFrame step when the PC has no row: try frame pointers. */
 #define SFRAME_STEP_UNCOVERED 1
+/* ...when the row says the PC is a signal trampoline. */
+#define SFRAME_STEP_SIGNAL 2
+
+/* Nested signal frames one walk crosses at most. */
+#define SFRAME_MAX_SIGNAL_FRAMES 32
+/*
+ * Where the stack mapping cannot be looked up (interrupt context), a frame
+ * pointer must lie within this much above the stack pointer: the default
+ * stack size limit.
+ */
+#define SFRAME_FP_STACK_WINDOW (8UL << 20)
 
 static int sframe_read_ulong(unsigned long addr, unsigned long *val)
 {
@@ -223,6 +249,8 @@ static int sframe_step(struct sframe_user_unwind *uw)
 		sframe_stop(uw, SFRAME_STOP_OUTERMOST);
 		return -ENOENT;
 	}
+	if (row.signal_frame)
+		return SFRAME_STEP_SIGNAL;
 
 	if (!sframe_reg_value(uw, row.cfa_reg, &cfa))
 		return sframe_step_error(uw, -EINVAL);
@@ -260,14 +288,46 @@ static int sframe_step(struct sframe_user_unwind *uw)
 	return 0;
 }
 
+/*
+ * The bounds of the stack the current frame is on: its mapping where it
+ * can be looked up without sleeping (a task, and mmap_lock free), else a
+ * window of SFRAME_FP_STACK_WINDOW above the stack pointer.
+ */
+static void sframe_find_stack(struct sframe_user_unwind *uw)
+{
+	struct mm_struct *mm = current->mm;
+	struct vm_area_struct *vma;
+
+	uw->stack_lo = uw->sp;
+	uw->stack_hi = min(uw->sp + SFRAME_FP_STACK_WINDOW, TASK_SIZE_MAX);
+	uw->stack_known = true;
+	if (!mm || !uw->can_sleep || !mmap_read_trylock(mm))
+		return;
+	vma = sframe_next_vma(mm, uw->sp);
+	if (vma && vma->vm_start <= uw->sp) {
+		uw->stack_lo = vma->vm_start;
+		uw->stack_hi = vma->vm_end;
+	}
+	mmap_read_unlock(mm);
+}
+
 static bool sframe_step_fp(struct sframe_user_unwind *uw)
 {
 	unsigned long fp = uw->bp, next_fp, ra;
 
 	if (!fp)
 		return sframe_stop(uw, SFRAME_STOP_OUTERMOST);
-	/* A frame pointer lies on the stack above SP, 8-byte aligned. */
+	/*
+	 * A frame pointer lies on the current stack above SP, 8-byte
+	 * aligned.  In a handler on a sigaltstack, RBP may still hold the
+	 * interrupted code's value, pointing into the other stack: following
+	 * it would report frames that were never on this one.
+	 */
 	if (fp < uw->sp || (fp & 7) || fp > TASK_SIZE_MAX - 16)
+		return sframe_stop(uw, SFRAME_STOP_NO_COVERAGE);
+	if (!uw->stack_known)
+		sframe_find_stack(uw);
+	if (fp < uw->stack_lo || fp + 16 > uw->stack_hi)
 		return sframe_stop(uw, SFRAME_STOP_NO_COVERAGE);
 	if (sframe_read_ulong(fp, &next_fp) ||
 	    sframe_read_ulong(fp + 8, &ra))
@@ -281,6 +341,83 @@ static bool sframe_step_fp(struct sframe_user_unwind *uw)
 	uw->sp = fp + 16;
 	uw->bp = next_fp;
 	uw->nr_fp++;
+	return true;
+}
+
+/*
+ * glibc's and musl's __restore_rt, where a handler returns to:
+ * mov $__NR_rt_sigreturn, %rax; syscall.
+ */
+static const u8 sframe_sigreturn_code[] = {
+	0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05,
+};
+
+/* Is addr the start of the rt_sigreturn trampoline? */
+static bool sframe_is_sigreturn(unsigned long addr)
+{
+	u8 code[sizeof(sframe_sigreturn_code)];
+
+	if (addr >= TASK_SIZE_MAX - sizeof(code) ||
+	    copy_from_user(code, (const void __user *)addr, sizeof(code)))
+		return false;
+	return !memcmp(code, sframe_sigreturn_code, sizeof(code));
+}
+
+/*
+ * Is the topmost frame in the trampoline: at its start, at its syscall,
+ * or in the kernel after it?
+ */
+static bool sframe_at_sigreturn(const struct sframe_user_unwind *uw)
+{
+	return sframe_is_sigreturn(uw->ip) || sframe_is_sigreturn(uw->ip - 7) ||
+	       sframe_is_sigreturn(uw->ip - 9);
+}
+
+/*
+ * Step over a signal frame: the trampoline's stack pointer is the address
+ * of the ucontext the kernel pushed (struct rt_sigframe, after the
+ * handler's return address), and its sigcontext has the interrupted
+ * registers.
+ */
+static bool sframe_step_signal(struct sframe_user_unwind *uw)
+{
+	unsigned long mc = uw->sp + offsetof(struct ucontext, uc_mcontext);
+	struct sigcontext_64 sc;
+	struct pt_regs *r = &uw->sig_regs;
+
+	if (++uw->nr_signal > SFRAME_MAX_SIGNAL_FRAMES)
+		return sframe_stop(uw, SFRAME_STOP_BAD_FRAME);
+	if (mc >= TASK_SIZE_MAX - sizeof(sc) ||
+	    copy_from_user(&sc, (const void __user *)mc, sizeof(sc)))
+		return sframe_stop(uw, SFRAME_STOP_FAULT);
+	if (!sc.ip || sc.ip >= TASK_SIZE_MAX || sc.sp >= TASK_SIZE_MAX)
+		return sframe_stop(uw, SFRAME_STOP_BAD_FRAME);
+	memset(r, 0, sizeof(*r));
+	r->r8 = sc.r8;
+	r->r9 = sc.r9;
+	r->r10 = sc.r10;
+	r->r11 = sc.r11;
+	r->r12 = sc.r12;
+	r->r13 = sc.r13;
+	r->r14 = sc.r14;
+	r->r15 = sc.r15;
+	r->di = sc.di;
+	r->si = sc.si;
+	r->bp = sc.bp;
+	r->bx = sc.bx;
+	r->dx = sc.dx;
+	r->ax = sc.ax;
+	r->cx = sc.cx;
+	r->sp = sc.sp;
+	r->ip = sc.ip;
+	r->flags = sc.flags;
+	uw->regs = r;
+	uw->ip = sc.ip;
+	uw->sp = sc.sp;
+	uw->bp = sc.bp;
+	/* The interrupted PC is exact, and every register is known. */
+	uw->topmost = true;
+	uw->stack_known = false;
 	return true;
 }
 
@@ -312,16 +449,32 @@ bool sframe_unwind_next(struct sframe_user_unwind *uw)
 
 	if (uw->stop)
 		return false;
+	/*
+	 * glibc aligns its trampoline to 16 bytes and puts a nop before it,
+	 * so ip - 1 is in no function's row: look at the bytes first where
+	 * the return address is so aligned (one frame in sixteen costs a
+	 * read of 9 bytes of text).
+	 */
+	if (!uw->topmost && !(uw->ip & 15) && sframe_is_sigreturn(uw->ip))
+		return sframe_step_signal(uw);
 	if (uw->flags & SFRAME_UNWIND_F_SFRAME) {
 		int ret = sframe_step(uw);
 
 		if (uw->retry_in_task)
 			return sframe_stop(uw, SFRAME_STOP_RETRY_IN_TASK);
+		if (ret == SFRAME_STEP_SIGNAL)
+			return sframe_step_signal(uw);
 		if (ret != SFRAME_STEP_UNCOVERED) {
 			uw->topmost = false;
 			return ret == 0;
 		}
 	}
+	/*
+	 * No row.  At the top the task may be inside the trampoline (not
+	 * only at its start); below, the aligned check above found it.
+	 */
+	if (uw->topmost && sframe_at_sigreturn(uw))
+		return sframe_step_signal(uw);
 	if (!(uw->flags & SFRAME_UNWIND_F_FP))
 		return sframe_stop(uw, SFRAME_STOP_NO_COVERAGE);
 	ok = sframe_step_fp(uw);

@@ -43,6 +43,17 @@ struct sframe_user_unwind {
 	struct sframe_range range;  /* the section used last, if have_range */
 	bool have_range;
 	u32 budget;                 /* decoding units left (see above) */
+	/*
+	 * The stack mapping of the current frame, [stack_lo, stack_hi), once
+	 * the frame-pointer rule needed it (stack_known); a signal frame may
+	 * move the walk to another stack (sigaltstack), which forgets it.
+	 */
+	unsigned long stack_lo, stack_hi;
+	bool stack_known;
+	/* Registers of the frame a signal interrupted, from its ucontext:
+	 * uw->regs points here once the walk crossed a signal frame. */
+	struct pt_regs sig_regs;
+	u32 nr_signal;              /* signal frames crossed */
 	u32 stop;                   /* enum sframe_stop_reason, once stopped */
 	u32 nr_sframe;              /* frames unwound with SFrame */
 	u32 nr_fp;                  /* frames unwound with frame pointers */
