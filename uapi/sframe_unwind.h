@@ -181,7 +181,10 @@ enum sframe_stop_reason {
  * registers it had when it made this ioctl.  frames[0] is the user PC right
  * after the system call instruction, frames[1] its caller's return address,
  * and so on.  The walk always terminates: each frame's stack pointer must be
- * above the previous one, and at most max_frames are stored.  Its decoding
+ * above the previous one (except across a signal frame, where the walk
+ * goes on from the registers the kernel saved for the interrupted code,
+ * possibly on another stack: at most 32 signal frames per walk), and at
+ * most max_frames are stored.  Its decoding
  * work is bounded by SFRAME_WALK_BUDGET (see "Bounds on decoding work"
  * above): a walk that spends it stops with SFRAME_STOP_BUDGET.
  *
