@@ -7,9 +7,10 @@
 #   4. scripts/dkms-install.sh          (module into DKMS for the VM's kernel)
 #   5. tests/vm/run-vm.sh build vm-out  (VM tests on Debian's stock kernel)
 #
-# Ends with exactly one line "N passed, N failed" (host + VM tests) and exits
-# nonzero if anything failed, if the build failed, or if a suite did not run
-# (a suite that did not run is a failure, never a pass).
+# Ends with exactly one line "N passed, N failed, N skipped" (host + VM tests;
+# a test that skipped itself, GTEST_SKIP, is counted apart, never as passed)
+# and exits nonzero if anything failed, if the build failed, or if a suite did
+# not run (a suite that did not run is a failure, never a pass).
 #
 # Environment: SFRAME_CTEST_ARGS (extra ctest arguments, e.g. "-j2" or
 # "-R decode"); everything tests/vm/run-vm.sh documents (SFRAME_VM_*).
@@ -23,6 +24,7 @@ LOGS=$VMOUT/logs
 
 passed=0
 failed=0
+skipped=0
 problems=()
 t0=$(date +%s)
 
@@ -32,7 +34,7 @@ finish() {
 	echo
 	echo "==== run-tests: summary after $(($(date +%s) - t0))s"
 	for p in "${problems[@]}"; do echo "  problem: $p"; done
-	echo "$passed passed, $failed failed"
+	echo "$passed passed, $failed failed, $skipped skipped"
 	[[ $failed -eq 0 ]]
 	exit
 }
@@ -74,9 +76,21 @@ if [[ -f $BUILD/CTestTestfile.cmake ]]; then
 	if [[ $line =~ ([0-9]+)\ tests?\ failed\ out\ of\ ([0-9]+) ]]; then
 		hf=${BASH_REMATCH[1]}
 		ht=${BASH_REMATCH[2]}
-		passed=$((passed + ht - hf))
+		# ctest counts a skipped test (SKIP_RETURN_CODE, or output matching
+		# SKIP_REGULAR_EXPRESSION, which gtest_discover_tests sets to
+		# GTEST_SKIP's "[  SKIPPED ]") in "out of N" and not in "failed": it
+		# would pass as passed.  Each one is listed under "The following
+		# tests did not run:" as "NUM - NAME (Skipped)"; disabled tests are
+		# listed there too, as "(Disabled)", and are not in "out of N".
+		hs=$(sed -n '/^The following tests did not run:/,/^$/p' "$LOGS/ctest.log" |
+			grep -cE '^[[:space:]]*[0-9]+ - .* \(Skipped\)$')
+		hd=$(sed -n '/^The following tests did not run:/,/^$/p' "$LOGS/ctest.log" |
+			grep -cE '^[[:space:]]*[0-9]+ - .* \(Disabled\)$')
+		passed=$((passed + ht - hf - hs))
 		failed=$((failed + hf))
-		echo "host: $((ht - hf)) passed, $hf failed"
+		skipped=$((skipped + hs))
+		[[ $hd -eq 0 ]] || echo "host: $hd disabled (not counted)"
+		echo "host: $((ht - hf - hs)) passed, $hf failed, $hs skipped"
 		[[ $ht -gt 0 ]] || problem "host suite: ctest ran no tests"
 		[[ $hf -eq 0 ]] || problems+=("host suite: $hf test(s) failed")
 	else
@@ -103,13 +117,19 @@ else
 	vm_rc=${PIPESTATUS[0]}
 	line=$(grep -E '^vm: [0-9]+ passed, [0-9]+ failed$' "$LOGS/vm.log" | tail -n 1)
 	if [[ $line =~ ^vm:\ ([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
-		passed=$((passed + BASH_REMATCH[1]))
-		failed=$((failed + BASH_REMATCH[2]))
-		[[ ${BASH_REMATCH[2]} -eq 0 ]] || problems+=("VM suite: ${BASH_REMATCH[2]} failure(s); see $VMOUT")
-		if [[ $vm_rc -ne 0 && ${BASH_REMATCH[2]} -eq 0 ]]; then
+		vp=${BASH_REMATCH[1]}
+		vf=${BASH_REMATCH[2]}
+		passed=$((passed + vp))
+		failed=$((failed + vf))
+		# Skipped test cases: report.py counts them apart already ("vm: N
+		# skipped, N disabled (not counted)"); they join the host's skips.
+		vs=$(grep -E '^vm: [0-9]+ skipped, [0-9]+ disabled \(not counted\)$' "$LOGS/vm.log" | tail -n 1)
+		[[ $vs =~ ^vm:\ ([0-9]+)\ skipped ]] && skipped=$((skipped + BASH_REMATCH[1]))
+		[[ $vf -eq 0 ]] || problems+=("VM suite: $vf failure(s); see $VMOUT")
+		if [[ $vm_rc -ne 0 && $vf -eq 0 ]]; then
 			problem "tests/vm/run-vm.sh exited $vm_rc"
 		fi
-		if [[ ${BASH_REMATCH[1]} -eq 0 && ${BASH_REMATCH[2]} -eq 0 ]]; then
+		if [[ $vp -eq 0 && $vf -eq 0 ]]; then
 			problem "VM suite ran no tests"
 		fi
 	else

@@ -27,8 +27,8 @@
 #include "libs/chain_lib.h"
 #include "vmtest.h"
 
-#ifndef SFRAME_AUDIT_LIB
-#error "SFRAME_AUDIT_LIB (the path of libsframe-audit.so) must be defined"
+#ifndef SFRAME_AUDIT_LIB_REL
+#error "SFRAME_AUDIT_LIB_REL (libsframe-audit.so, relative to this program's directory) must be defined"
 #endif
 
 namespace {
@@ -168,7 +168,10 @@ ChildResult RunWith(const Env& env, const std::string& name, const std::string& 
   return r;
 }
 
-const Env kAudit = {{"LD_AUDIT", SFRAME_AUDIT_LIB}};
+// libsframe-audit.so of this build tree, wherever the rig shows the tree.
+std::string AuditLib() { return vmtest::BuildTreeFile(SFRAME_AUDIT_LIB_REL); }
+
+const Env kAudit = {{"LD_AUDIT", AuditLib()}};
 
 Env With(Env env, const std::string& key, const std::string& value) {
   env.emplace_back(key, value);
@@ -206,7 +209,7 @@ class AuditTest : public vmtest::DeviceTest {
  protected:
   void SetUp() override {
     DeviceTest::SetUp();
-    ASSERT_EQ(access(SFRAME_AUDIT_LIB, R_OK), 0) << SFRAME_AUDIT_LIB << " is not readable";
+    ASSERT_EQ(access(AuditLib().c_str(), R_OK), 0) << AuditLib() << " is not readable";
   }
 };
 

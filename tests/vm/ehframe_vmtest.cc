@@ -16,6 +16,10 @@
 #include "libs/chain_lib.h"
 #include "sessions.h"
 
+#ifndef SFRAME_CLIENT_TOOL_REL
+#error "SFRAME_CLIENT_TOOL_REL (sframe-client, relative to this program's directory) must be defined"
+#endif
+
 namespace {
 
 using sframe::StopReason;
@@ -280,7 +284,7 @@ TEST_F(EhFrameSessionTest, QsortCallbackSamplesReachMainThroughLibc) {
 // of those after it, 99 % must be complete.
 TEST_F(EhFrameSessionTest, RecordToolCoversTheCommandItStarts) {
   SKIP_WITHOUT_PERF();
-  const std::string cmd = std::string(SFRAME_CLIENT_TOOL) + " record -u -F 2000 -- " +
+  const std::string cmd = vmtest::BuildTreeFile(SFRAME_CLIENT_TOOL_REL) + " record -u -F 2000 -- " +
                           vmtest::NextToSelf("qsort_workload") + " 3 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);

@@ -24,7 +24,14 @@
 #include "sessions.h"
 #include "vmtest.h"
 
+#ifndef SFRAME_PROF_TOOL_REL
+#error "SFRAME_PROF_TOOL_REL (sframe-prof, relative to this program's directory) must be defined"
+#endif
+
 namespace {
+
+// sframe-prof of this build tree, wherever the rig shows the tree.
+std::string ProfTool() { return vmtest::BuildTreeFile(SFRAME_PROF_TOOL_REL); }
 
 struct Result {
   int status = -1;  // exit code, or 128 + signal
@@ -34,7 +41,7 @@ struct Result {
 // Runs sframe-prof ARGS (a shell command line), stdout and stderr together.
 Result Prof(const std::string& args) {
   Result r;
-  const std::string cmd = std::string(SFRAME_PROF_TOOL) + " " + args + " 2>&1";
+  const std::string cmd = ProfTool() + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;
   char buf[4096];
@@ -199,7 +206,7 @@ TEST(ProfTest, RecordsARunningProcessUntilItExits) {
 // command's (130).
 TEST(ProfTest, SigintEndsTheRecordingCleanly) {
   if (!CanProfile()) GTEST_SKIP() << "perf not allowed to this user (PermissionError covers it)";
-  const std::string tool = SFRAME_PROF_TOOL, out = "int.data", wl = Workload();
+  const std::string tool = ProfTool(), out = "int.data", wl = Workload();
   std::vector<std::string> args{tool, "record", "-v", "-F", "2000", "-o", out, "--", wl, "0"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());

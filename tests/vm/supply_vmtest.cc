@@ -23,6 +23,10 @@
 
 #include "vmtest.h"
 
+#ifndef SFRAME_CLIENT_TOOL_REL
+#error "SFRAME_CLIENT_TOOL_REL (sframe-client, relative to this program's directory) must be defined"
+#endif
+
 namespace {
 
 using sframe::Source;
@@ -234,7 +238,7 @@ TEST_F(SupplyTest, SupplyingAFilesSectionPlacesItWhereTheFileIsMapped) {
 // Runs the command-line tool; its stdout, and its exit status in *status.
 std::string RunTool(const std::string& args, int* status) {
   std::string out;
-  FILE* p = popen((std::string(SFRAME_CLIENT_TOOL) + " " + args + " 2>&1").c_str(), "r");
+  FILE* p = popen((vmtest::BuildTreeFile(SFRAME_CLIENT_TOOL_REL) + " " + args + " 2>&1").c_str(), "r");
   if (!p) return out;
   char buf[512];
   while (std::fgets(buf, sizeof(buf), p)) out += buf;

@@ -58,6 +58,50 @@ for k in "${!keep[@]}"; do
 	if [[ -d $src ]]; then mkdir -p "$k"; else touch "$k"; fi
 	mount --bind "$src" "$k"
 done
+
+# The build tree as uid 65534 can reach it.  The checkout may live where that
+# user cannot enter (a clone under /root, a `mktemp -d` directory: 0700), and
+# the unprivileged runs execute the test programs, their workloads, libraries
+# and tools from the build tree.  So every program runs (as root too, so that
+# both modes see the same paths) from VIEW, a bind mount of BUILD_DIR under
+# /run (tmpfs, 0755): a bind mount is entered without passing through the
+# build tree's parent directories.  Files and directories inside it that
+# "others" may not read (or, for programs, execute), as a checkout made with
+# umask 077 has, get those bits here: the root file system is the overlay
+# whose upper layer is a tmpfs, so the chmod copies the file up into the
+# guest's memory and the host's tree stays as it is.  The tests name files of
+# the tree relative to themselves (vmtest::NextToSelf, BuildTreeFile), never
+# by the host path.  Test programs given outside BUILD_DIR (SFRAME_VM_TESTS)
+# run from where they are; the benchmarks and --run (root only) keep the host
+# paths.
+VIEW=/run/sframe-vm/build
+mkdir -p "$VIEW"
+chmod 0755 /run/sframe-vm
+if mount --bind "$BUILD_DIR" "$VIEW"; then
+	# CMakeFiles holds objects and CMake's state, nothing a test runs.
+	nfix=$(find "$VIEW" -name CMakeFiles -prune -o \
+		\( -type d ! -perm -0005 -o -type f \( ! -perm -0004 -o -perm -0100 ! -perm -0001 \) \) \
+		-print -exec chmod o+rX {} + | wc -l)
+	status build_view "$VIEW"
+	say "build tree $BUILD_DIR seen at $VIEW (bind mount; $nfix entries made readable for others in the guest)"
+	VIEW_TESTS=()
+	for t in "${TESTS[@]}"; do
+		case $t in
+		"$BUILD_DIR"/*) VIEW_TESTS+=("$VIEW/${t#"$BUILD_DIR"/}") ;;
+		*)
+			say "$t is outside $BUILD_DIR: runs from its host path"
+			VIEW_TESTS+=("$t")
+			;;
+		esac
+	done
+	TESTS=("${VIEW_TESTS[@]}")
+	TEST_BUILD_DIR=$VIEW
+else
+	status build_view "failed"
+	say "cannot bind-mount $BUILD_DIR at $VIEW: the tests run from the host paths"
+	TEST_BUILD_DIR=$BUILD_DIR
+fi
+
 mkdir -p /dev/shm /dev/pts
 mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /dev/shm
 mount -t devpts -o gid=5,mode=620,ptmxmode=666 devpts /dev/pts
@@ -206,7 +250,7 @@ test_cmd() { # PATH MODE SCRATCH XML
 	exec env -i PATH="$PATH" HOME="$3" TMPDIR=/tmp LANG=C.UTF-8 \
 		TERM=dumb GTEST_COLOR=no SFRAME_VM=1 SFRAME_VM_MODE="$2" \
 		SFRAME_VM_RESULTS="$R" SFRAME_VM_KVER="$kernel" \
-		SFRAME_VM_BUILD_DIR="$BUILD_DIR" SFRAME_VM_DEVICE="$DEVICE" \
+		SFRAME_VM_BUILD_DIR="$TEST_BUILD_DIR" SFRAME_VM_DEVICE="$DEVICE" \
 		timeout -k 10 "$TEST_TIMEOUT" "${pre[@]}" "$1" \
 		"--gtest_output=xml:$4" "${gtest_args[@]}"
 }

@@ -255,6 +255,11 @@ def main():
     check_panic_settings(t, status)
 
     tests = [l for l in (read(a.tests, "") or "").split("\n") if l]
+    # guest-run.sh runs the programs from a bind mount of the build tree that
+    # uid 65534 can enter; without it the user runs of a checkout under
+    # /root (say) fail for a reason that is the rig's, not the tests'.
+    if tests and status.get("build_view") == "failed":
+        t.fail("the rig could not bind-mount the build tree where uid 65534 can reach it")
     for path in tests:
         name = os.path.basename(path)
         for mode in ("root", "user"):

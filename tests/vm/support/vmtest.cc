@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -319,6 +320,10 @@ std::vector<std::string> ChildTail(const std::string& scenario) {
 std::string NextToSelf(const std::string& name) {
   std::string exe = sframe::self_exe_path();
   return exe.substr(0, exe.rfind('/') + 1) + name;
+}
+
+std::string BuildTreeFile(const std::string& relative) {
+  return std::filesystem::path(NextToSelf(relative)).lexically_normal().string();
 }
 
 std::map<std::string, long> SlabCounts() {

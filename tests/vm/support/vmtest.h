@@ -168,6 +168,14 @@ std::vector<std::string> ChildTail(const std::string& scenario);
 // Path of a file next to this program (test libraries).
 std::string NextToSelf(const std::string& name);
 
+// Path of a file of the build tree (a tool, the audit library) given by its
+// path relative to this program's directory (CMake computes it, see
+// sframe_vmtest_tool_path in tests/vm/CMakeLists.txt), made normal ("a/../b"
+// is "b").  Never an absolute path compiled in: the rig runs the programs
+// from a view of the build tree that uid 65534 can reach, which is not where
+// the tree is on the host (tests/vm/rig/README.md).
+std::string BuildTreeFile(const std::string& relative);
+
 // Sum of active objects of the kmalloc caches (kmalloc-*, kmalloc-cg-*, ...)
 // and maple_node (the registry is a maple tree), from /proc/slabinfo.  -1
 // if unreadable (it is readable by root only).
