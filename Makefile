@@ -13,7 +13,8 @@ host:
 module:
 	$(MAKE) -C module KDIR=$(KDIR)
 
-# Install the module for the running kernel (or KVER=...) through DKMS.
+# Install the module through DKMS for the rig's default kernel (the newest
+# 6.1), or for KVER=... (one or more versions or series: "6.1 6.12").
 install:
 	scripts/dkms-install.sh $(KVER)
 
@@ -23,9 +24,12 @@ demo:
 	scripts/demo.sh
 
 # Every test: host unit tests and fuzzing, then the VM suite on Debian's
-# stock kernel.  Installs its own dependencies with apt.
+# stock kernels.  Installs its own dependencies with apt.
+# KERNELS="6.1 6.12" (the default), KERNELS=all (also the PREEMPT_RT
+# flavours that are installed), or any list of series/versions: the
+# kernels the VM suite runs on (scripts/run-tests.sh).
 check:
-	scripts/run-tests.sh
+	KERNELS="$(KERNELS)" scripts/run-tests.sh
 
 clean:
 	rm -rf $(BUILD)

@@ -13,7 +13,19 @@
 #include <linux/version.h>
 #include <linux/mm.h>
 #include <linux/ptrace.h>
+#include <linux/security.h>
 #include <asm/ibt.h>
+
+/*
+ * put_unaligned()/get_unaligned(): <asm/unaligned.h> moved to
+ * <linux/unaligned.h> in 6.12 (the asm-generic header was made the only
+ * one); the old name is gone there.
+ */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 12, 0)
+#include <linux/unaligned.h>
+#else
+#include <asm/unaligned.h>
+#endif
 
 #if LINUX_VERSION_CODE < KERNEL_VERSION(6, 1, 0)
 #error "sframe_unwind needs Linux 6.1 or later (maple tree registry)"
@@ -66,5 +78,32 @@ static inline unsigned long sframe_function_entry(unsigned long kprobe_addr)
 #define SFRAME_SAMPLE_HOOK_EVENT(kregs) ((struct perf_event *)(kregs)->si)
 #define SFRAME_SAMPLE_HOOK_REGS(kregs) ((struct pt_regs *)(kregs)->dx)
 #endif
+
+/*
+ * security_perf_event_open(), perf_event_open()'s LSM hook (not exported:
+ * called through the address ksyms.c finds), lost its unused attr argument
+ * upstream ("perf: Remove unnecessary parameter of security check",
+ * posted December 2024, after 6.12); Debian's 6.12 kernel (6.12.117, the
+ * stable line) carries that change while 6.12.0 does not.  So the version
+ * number cannot tell the two apart: the prototype in the kernel's own
+ * headers does, at build time.  Called with the wrong arguments, the hook
+ * would read attr's address as the event type.
+ */
+#define SFRAME_SECURITY_PERF_OPEN_HAS_ATTR                                \
+	__builtin_types_compatible_p(typeof(&security_perf_event_open),   \
+				     int (*)(struct perf_event_attr *, int))
+static_assert(SFRAME_SECURITY_PERF_OPEN_HAS_ATTR ||
+	      __builtin_types_compatible_p(typeof(&security_perf_event_open),
+					   int (*)(int)),
+	      "security_perf_event_open() has a prototype compat.h does not know");
+
+static inline int sframe_call_security_perf_event_open(void *fn,
+							struct perf_event_attr *attr,
+							int type)
+{
+	if (SFRAME_SECURITY_PERF_OPEN_HAS_ATTR)
+		return ((int (*)(struct perf_event_attr *, int))fn)(attr, type);
+	return ((int (*)(int))fn)(type);
+}
 
 #endif /* SFRAME_COMPAT_H */

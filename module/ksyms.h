@@ -30,10 +30,11 @@ struct sframe_ksyms {
 	int *perf_event_paranoid;
 	/*
 	 * security/security.c: perf_event_open()'s LSM hook; optional
-	 * (NULL on a kernel built without CONFIG_SECURITY)
+	 * (NULL on a kernel built without CONFIG_SECURITY); its prototype
+	 * differs between kernels: called through compat.h's
+	 * sframe_call_security_perf_event_open()
 	 */
-	int (*security_perf_event_open)(struct perf_event_attr *attr,
-					int type);
+	void *security_perf_event_open;
 };
 
 extern struct sframe_ksyms sframe_ksyms;

@@ -35,6 +35,7 @@
 #include <linux/uaccess.h>
 #include <linux/vmalloc.h>
 
+#include "compat.h"
 #include "deferred.h"
 #include "ksyms.h"
 #include "perf_hook.h"
@@ -355,7 +356,8 @@ static int sframe_security_perf(int type)
 
 	if (!sframe_ksyms.security_perf_event_open)
 		return 0;
-	return sframe_ksyms.security_perf_event_open(&attr, type);
+	return sframe_call_security_perf_event_open(
+		sframe_ksyms.security_perf_event_open, &attr, type);
 }
 
 /*

@@ -15,11 +15,11 @@
  * (hardened usercopy checks, an out-of-line copy) is several times that of
  * the read itself.
  */
-#include <asm/unaligned.h>
 #include <linux/sched.h>
 #include <linux/sched/signal.h>
 #include <linux/uaccess.h>
 
+#include "compat.h"
 #include "sframe_decode.h"
 #include "sframe_source_user.h"
 

@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# Install the module into DKMS and build + install it for one kernel.
+# Install the module into DKMS and build + install it for one or more kernels.
 #
-# Usage: scripts/dkms-install.sh [KVER]
+# Usage: scripts/dkms-install.sh [KVER...]
 #
-# KVER defaults to the kernel the VM boots: the newest /lib/modules/*/build
-# whose kernel is a Debian linux-image package (not `uname -r`: the host
-# kernel has no module support and no headers).  Copies only what the module
-# build needs (dkms.conf, module/, uapi/) to /usr/src/<name>-<version>,
-# removes a previous DKMS entry of the same version first (re-runs work), then
-# `dkms build` and `dkms install` (which runs depmod).  On a build failure it
-# prints make.log and exits nonzero.  Needs root.
+# KVER defaults to the kernel the VM boots by default (rig/common.sh: the
+# newest Debian 12 6.1 kernel with headers; not `uname -r`: the host kernel
+# has no module support and no headers).  Each KVER may be an exact version
+# or a series as scripts/run-tests.sh's KERNELS names them ("6.1", "6.12",
+# "6.1-rt").  Copies only what the module build needs (dkms.conf, module/,
+# uapi/) to /usr/src/<name>-<version>, removes a previous DKMS entry of the
+# same version first (re-runs work; every kernel it was built for), then
+# `dkms build` and `dkms install` (which runs depmod) for each kernel.
+# Prints one line per kernel, "dkms-install: KVER: installed|REFUSED|FAILED",
+# and make.log of a failed build; a kernel dkms.conf refuses
+# (BUILD_EXCLUSIVE, DKMS's exit 77) is REFUSED.  Exits nonzero if any
+# kernel was not installed, after trying them all.  Needs root.
 #
 # SFRAME_DKMS_SRC (default: this repository) names another source tree with
 # the same layout; the rig's own tests use it.
@@ -26,18 +31,25 @@ die() { echo "dkms-install: $*" >&2; exit 1; }
 command -v dkms >/dev/null || die "dkms is not installed (scripts/install-deps.sh)"
 [[ -f $SRC/dkms.conf ]] || die "no $SRC/dkms.conf"
 
-KVER=${1:-}
-if [[ -z $KVER ]]; then
-	KVER=$(rig_default_kver) || die "no Debian kernel with headers (install linux-image-amd64 linux-headers-amd64)"
+KVERS=()
+if [[ $# -eq 0 ]]; then
+	k=$(rig_default_kver) || die "no Debian kernel with headers (install linux-image-amd64 linux-headers-amd64)"
+	KVERS=("$k")
 fi
-[[ -d /lib/modules/$KVER/build ]] || die "no headers for $KVER in /lib/modules/$KVER/build"
+for spec in "$@"; do
+	k=$(rig_resolve_kver "$spec") || die "no installed kernel with headers for $spec"
+	KVERS+=("$k")
+done
+for k in "${KVERS[@]}"; do
+	[[ -d /lib/modules/$k/build ]] || die "no headers for $k in /lib/modules/$k/build"
+done
 
 NAME=$(rig_dkms_field "$SRC/dkms.conf" PACKAGE_NAME)
 VER=$(rig_dkms_field "$SRC/dkms.conf" PACKAGE_VERSION)
 [[ -n $NAME && -n $VER ]] || die "cannot read PACKAGE_NAME/PACKAGE_VERSION from $SRC/dkms.conf"
 DEST=/usr/src/$NAME-$VER
 
-echo "dkms-install: $NAME $VER for kernel $KVER"
+echo "dkms-install: $NAME $VER for kernel(s) ${KVERS[*]}"
 
 # A previous registration of this version (any kernel) goes first.
 if dkms status -m "$NAME" -v "$VER" 2>/dev/null | grep -q .; then
@@ -59,18 +71,42 @@ find "$DEST" \( -name '*.o' -o -name '*.ko' -o -name '*.mod' -o -name '*.mod.c' 
 
 dkms add -m "$NAME" -v "$VER" >/dev/null || die "dkms add failed"
 
-if ! dkms build -m "$NAME" -v "$VER" -k "$KVER"; then
-	log=/var/lib/dkms/$NAME/$VER/build/make.log
-	echo "dkms-install: BUILD FAILED for $KVER; $log:" >&2
-	cat "$log" >&2 2>/dev/null || echo "(no make.log)" >&2
-	exit 1
-fi
-dkms install -m "$NAME" -v "$VER" -k "$KVER" --force || die "dkms install failed"
-
-# dkms install ran depmod; check the result is what the VM will load.
 mod=$(rig_dkms_field "$SRC/dkms.conf" 'BUILT_MODULE_NAME\[0\]')
-if [[ -n $mod ]]; then
-	f=$(modinfo -k "$KVER" -F filename "$mod") || die "modinfo cannot find $mod for $KVER after install"
-	echo "dkms-install: installed $f"
-fi
+bad=0
+results=()
+for KVER in "${KVERS[@]}"; do
+	echo "dkms-install: building for $KVER"
+	rc=0
+	dkms build -m "$NAME" -v "$VER" -k "$KVER" || rc=$?
+	if [[ $rc -eq 77 ]]; then
+		# dkms.conf's BUILD_EXCLUSIVE_* says this kernel is not supported.
+		results+=("$KVER: REFUSED by dkms.conf (unsupported kernel)")
+		bad=1
+		continue
+	elif [[ $rc -ne 0 ]]; then
+		log=/var/lib/dkms/$NAME/$VER/build/make.log
+		echo "dkms-install: BUILD FAILED for $KVER (dkms exit $rc); $log:" >&2
+		cat "$log" >&2 2>/dev/null || echo "(no make.log)" >&2
+		results+=("$KVER: FAILED (build)")
+		bad=1
+		continue
+	fi
+	if ! dkms install -m "$NAME" -v "$VER" -k "$KVER" --force; then
+		results+=("$KVER: FAILED (dkms install)")
+		bad=1
+		continue
+	fi
+	# dkms install ran depmod; check the result is what the VM will load.
+	if [[ -n $mod ]]; then
+		if ! f=$(modinfo -k "$KVER" -F filename "$mod"); then
+			results+=("$KVER: FAILED (modinfo cannot find $mod after install)")
+			bad=1
+			continue
+		fi
+		echo "dkms-install: installed $f"
+	fi
+	results+=("$KVER: installed")
+done
 dkms status -m "$NAME" -v "$VER"
+for r in "${results[@]}"; do echo "dkms-install: $r"; done
+exit $bad

@@ -46,8 +46,13 @@ PKGS=(
 	libgtest-dev libgmock-dev libbenchmark-dev libelf-dev libdw-dev
 	clang-14 libclang-rt-14-dev llvm-14
 	python3
-	# the kernel the VM boots, its headers, and the module's installation
-	linux-image-amd64 linux-headers-amd64 dkms kmod openssl
+	# the kernels the VM boots (Debian 12's 6.1 and Debian 13's 6.12, the
+	# latter from bookworm-security), their headers, and the module's
+	# installation; 6.12's headers ship a vmlinux with BTF, so Kbuild runs
+	# pahole (dwarves) on every module it builds for it
+	linux-image-amd64 linux-headers-amd64
+	linux-image-6.12-amd64 linux-headers-6.12-amd64 dwarves
+	dkms kmod openssl
 	# the VM rig (tests/vm/run-vm.sh)
 	qemu-system-x86 busybox-static cpio xz-utils zstd util-linux coreutils
 	# perf record, the comparison of bench/profile_vmbench in the VM

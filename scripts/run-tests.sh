@@ -4,20 +4,33 @@
 #   1. scripts/install-deps.sh          (apt; needs root or passwordless sudo)
 #   2. cmake -S . -B build && cmake --build build -j2
 #   3. ctest --test-dir build --output-on-failure      (host tests)
-#   4. scripts/dkms-install.sh          (module into DKMS for the VM's kernel)
-#   5. tests/vm/run-vm.sh build vm-out  (VM tests on Debian's stock kernel)
+#   4. scripts/dkms-install.sh KVER...  (module into DKMS for every kernel tested)
+#   5. tests/vm/run-vm.sh build vm-out/<kver>   (the VM suite, once per kernel)
 #
-# Ends with exactly one line "N passed, N failed, N skipped" (host + VM tests;
-# a test that skipped itself, GTEST_SKIP, is counted apart, never as passed)
-# and exits nonzero if anything failed, if the build failed, or if a suite did
-# not run (a suite that did not run is a failure, never a pass).
+# Ends with exactly one line "N passed, N failed, N skipped" (host tests +
+# the VM suite on every kernel; a test that skipped itself, GTEST_SKIP, is
+# counted apart, never as passed) and exits nonzero if anything failed, if the
+# build failed, or if a suite did not run (a suite that did not run is a
+# failure, never a pass).  Before it, one summary line per kernel.
 #
-# Environment: SFRAME_CTEST_ARGS (extra ctest arguments, e.g. "-j2" or
-# "-R decode"); everything tests/vm/run-vm.sh documents (SFRAME_VM_*).
+# Environment:
+#   KERNELS   the kernels the VM suite runs on, as series ("6.1", "6.12",
+#             "6.1-rt", "6.12-rt": the newest installed kernel of that line
+#             and flavour) or exact versions; default "6.1 6.12" (Debian 12's
+#             and Debian 13's kernels, both installed by install-deps.sh).
+#             "all" is the default plus the PREEMPT_RT flavours that are
+#             installed (linux-image-rt-amd64, linux-image-6.12-rt-amd64).
+#             `make check KERNELS=...` passes it.  A named kernel that is not
+#             installed, or that DKMS refuses, is a failed suite.
+#   SFRAME_CTEST_ARGS   extra ctest arguments, e.g. "-j2" or "-R decode"
+#   everything tests/vm/run-vm.sh documents (SFRAME_VM_*), except SFRAME_KVER
+#   (set per kernel here).
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT" || exit 1
+# shellcheck source=../tests/vm/rig/common.sh
+. tests/vm/rig/common.sh
 BUILD=$ROOT/build
 VMOUT=$ROOT/vm-out
 LOGS=$VMOUT/logs
@@ -26,6 +39,7 @@ passed=0
 failed=0
 skipped=0
 problems=()
+summaries=()
 t0=$(date +%s)
 
 note() { echo; echo "==== run-tests: $* ($(($(date +%s) - t0))s)"; }
@@ -33,6 +47,7 @@ problem() { problems+=("$1"); failed=$((failed + 1)); }
 finish() {
 	echo
 	echo "==== run-tests: summary after $(($(date +%s) - t0))s"
+	for p in "${summaries[@]}"; do echo "  vm $p"; done
 	for p in "${problems[@]}"; do echo "  problem: $p"; done
 	echo "$passed passed, $failed failed, $skipped skipped"
 	[[ $failed -eq 0 ]]
@@ -101,21 +116,54 @@ else
 fi
 
 # ---- 4. module into DKMS -------------------------------------------------------
-note "module (dkms)"
-dkms_ok=1
-if ! as_root scripts/dkms-install.sh 2>&1 | tee "$LOGS/dkms.log"; then
-	dkms_ok=0
-	problem "scripts/dkms-install.sh failed (module build)"
+# The kernels: each spec resolved to the newest installed kernel it names.
+specs=${KERNELS:-}
+optional=()
+case $specs in
+'') specs="6.1 6.12" ;;
+all)
+	specs="6.1 6.12"
+	# The RT flavours only where installed (not in install-deps.sh).
+	optional=(6.1-rt 6.12-rt)
+	;;
+esac
+kvers=()
+for spec in $specs; do
+	if k=$(rig_resolve_kver "$spec"); then
+		kvers+=("$k")
+	else
+		problem "VM suite on kernel $spec did not run: no such kernel installed with headers"
+	fi
+done
+for spec in "${optional[@]}"; do
+	if k=$(rig_resolve_kver "$spec"); then
+		kvers+=("$k")
+	else
+		echo "run-tests: KERNELS=all: no $spec kernel installed, not tested"
+	fi
+done
+
+note "module (dkms) for ${kvers[*]:-no kernel}"
+if [[ ${#kvers[@]} -gt 0 ]]; then
+	as_root scripts/dkms-install.sh "${kvers[@]}" 2>&1 | tee "$LOGS/dkms.log"
 fi
 
-# ---- 5. VM tests ----------------------------------------------------------------
-note "VM tests"
-if [[ $dkms_ok -eq 0 ]]; then
-	problem "VM suite did not run (no module)"
-else
-	tests/vm/run-vm.sh "$BUILD" "$VMOUT" 2>&1 | tee "$LOGS/vm.log"
+# ---- 5. VM tests, once per kernel ---------------------------------------------
+for k in "${kvers[@]}"; do
+	note "VM tests on $k"
+	if ! grep -qxF "dkms-install: $k: installed" "$LOGS/dkms.log"; then
+		why=$(sed -n "s/^dkms-install: $k: //p" "$LOGS/dkms.log" | tail -n 1)
+		problem "VM suite on $k did not run: module not installed through DKMS (${why:-see $LOGS/dkms.log})"
+		summaries+=("$k: did not run (${why:-no module})")
+		continue
+	fi
+	out=$VMOUT/$k
+	log=$LOGS/vm-$k.log
+	tk=$(date +%s)
+	SFRAME_KVER=$k tests/vm/run-vm.sh "$BUILD" "$out" 2>&1 | tee "$log"
 	vm_rc=${PIPESTATUS[0]}
-	line=$(grep -E '^vm: [0-9]+ passed, [0-9]+ failed$' "$LOGS/vm.log" | tail -n 1)
+	secs=$(($(date +%s) - tk))
+	line=$(grep -E '^vm: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
 	if [[ $line =~ ^vm:\ ([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]]; then
 		vp=${BASH_REMATCH[1]}
 		vf=${BASH_REMATCH[2]}
@@ -123,18 +171,22 @@ else
 		failed=$((failed + vf))
 		# Skipped test cases: report.py counts them apart already ("vm: N
 		# skipped, N disabled (not counted)"); they join the host's skips.
-		vs=$(grep -E '^vm: [0-9]+ skipped, [0-9]+ disabled \(not counted\)$' "$LOGS/vm.log" | tail -n 1)
-		[[ $vs =~ ^vm:\ ([0-9]+)\ skipped ]] && skipped=$((skipped + BASH_REMATCH[1]))
-		[[ $vf -eq 0 ]] || problems+=("VM suite: $vf failure(s); see $VMOUT")
+		vs=$(grep -E '^vm: [0-9]+ skipped, [0-9]+ disabled \(not counted\)$' "$log" | tail -n 1)
+		vsk=0
+		[[ $vs =~ ^vm:\ ([0-9]+)\ skipped ]] && vsk=${BASH_REMATCH[1]}
+		skipped=$((skipped + vsk))
+		summaries+=("$k: $vp passed, $vf failed, $vsk skipped (${secs}s, $out)")
+		[[ $vf -eq 0 ]] || problems+=("VM suite on $k: $vf failure(s); see $out")
 		if [[ $vm_rc -ne 0 && $vf -eq 0 ]]; then
-			problem "tests/vm/run-vm.sh exited $vm_rc"
+			problem "tests/vm/run-vm.sh on $k exited $vm_rc"
 		fi
 		if [[ $vp -eq 0 && $vf -eq 0 ]]; then
-			problem "VM suite ran no tests"
+			problem "VM suite on $k ran no tests"
 		fi
 	else
-		problem "VM suite did not run (no summary from tests/vm/run-vm.sh, exit $vm_rc)"
+		problem "VM suite on $k did not run (no summary from tests/vm/run-vm.sh, exit $vm_rc)"
+		summaries+=("$k: no summary (exit $vm_rc, ${secs}s)")
 	fi
-fi
+done
 
 finish
