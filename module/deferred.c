@@ -428,6 +428,19 @@ static void sframe_request_abandon(struct sframe_request *req)
 	sframe_request_put(req);
 }
 
+static u32 sframe_max_wait_ms(void)
+{
+	return clamp(READ_ONCE(sample_max_wait_ms), 10u, 10000u);
+}
+
+/* A request is pending: make sure the flusher will look at it.  Not NMI. */
+static void sframe_flush_kick(void)
+{
+	if (!delayed_work_pending(&sframe_flush_work))
+		schedule_delayed_work(&sframe_flush_work,
+				      msecs_to_jiffies(sframe_max_wait_ms()));
+}
+
 /* IRQ context, right after the NMI that made the request. */
 static void sframe_queue_unwind_irq(struct irq_work *work)
 {
@@ -436,19 +449,12 @@ static void sframe_queue_unwind_irq(struct irq_work *work)
 
 	if (task_work_add(req->task, &req->twork, TWA_RESUME))
 		sframe_request_abandon(req);
-	if (!delayed_work_pending(&sframe_flush_work))
-		schedule_delayed_work(&sframe_flush_work,
-				      msecs_to_jiffies(sample_max_wait_ms));
+	sframe_flush_kick();
 }
 
 static bool sframe_match_twork(struct callback_head *cb, void *data)
 {
 	return cb == data;
-}
-
-static u32 sframe_max_wait_ms(void)
-{
-	return clamp(READ_ONCE(sample_max_wait_ms), 10u, 10000u);
 }
 
 /*
@@ -667,9 +673,7 @@ bool sframe_deferred_request(struct pt_regs *regs,
 	}
 	if (task_work_add(task, &req->twork, TWA_RESUME))
 		sframe_request_abandon(req);
-	if (!delayed_work_pending(&sframe_flush_work))
-		schedule_delayed_work(&sframe_flush_work,
-				      msecs_to_jiffies(sframe_max_wait_ms()));
+	sframe_flush_kick();
 	return true;
 }
 
