@@ -222,6 +222,7 @@ leftovers() {
 		rest=${rest#* }
 		ppid=${rest%% *}
 		[[ $pid == 2 || $ppid == 2 || $state == Z ]] && continue
+		[[ " $KEYS_HOLDER_PIDS " == *" $pid "* ]] && continue
 		LEFT+=("$pid:$state:${line#*(}")
 	done
 }
@@ -239,6 +240,39 @@ reap_leftovers() { # WHAT
 	mark_stuck "unkillable after $1: ${LEFT[*]%%)*}"
 	return 1
 }
+
+# --- perf's scheduler jump labels, held on for the whole run ---------------
+# Under qemu's multi-threaded TCG, patching kernel text while the other vCPU
+# runs it has crashed the guest with nothing of ours on the stack: an int3
+# nobody claimed at a jump label in __schedule (6.12, in CI, the idle task),
+# and earlier an int3 loop at the kprobe's ftrace site (module/perf_hook.c).
+# perf switches its jump labels in the scheduler and the fault paths
+# (perf_sched_events, one key per software event) on with the first
+# per-task event and off a second after the last one closes: between nearly
+# every two tests.  A counting per-task event of each software kind, held
+# by the rig from here to the end, keeps them on, so that no test runs on
+# scheduler text being rewritten under it.  The module's own paths are the
+# same either way (it patches nothing after its first session).
+KEYS_HOLDER_PIDS=
+if command -v perf > /dev/null; then
+	perf stat -x, -o /dev/null \
+		-e context-switches,cpu-migrations,page-faults,minor-faults \
+		-e major-faults,alignment-faults,emulation-faults,cpu-clock,task-clock \
+		-- sleep 1000000 < /dev/null > "$R/keys-holder.log" 2>&1 &
+	holder=$!
+	for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do
+		child=$(cat "/proc/$holder/task/$holder/children" 2>/dev/null)
+		child=${child%% *}
+		[[ -n $child && $(readlink "/proc/$child/exe" 2>/dev/null) == */sleep ]] && break
+		read -r -t 0.5 <> "$FIFO"
+	done
+	KEYS_HOLDER_PIDS="$holder $child"
+	status keys_holder "$KEYS_HOLDER_PIDS"
+	say "perf jump labels held on by: perf stat (pid $holder) on sleep (pid ${child:-?})"
+else
+	status keys_holder missing
+	say "no perf in the guest: perf's jump labels switch between tests"
+fi
 
 # --- run the tests --------------------------------------------------------
 # shellcheck disable=SC2153  # GTEST_ARGS comes from the config file

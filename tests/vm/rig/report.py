@@ -309,6 +309,13 @@ def main():
             why += " (qemu exit %s)" % a.qemu_rc
         t.fail(why)
 
+    if problems:
+        # Again at the very end, where a shortened CI log still shows it:
+        # the first problem, and where the CPU was.
+        rip = [l for l in (context or "").split("\n") if "RIP:" in l][:1]
+        print("vm: first kernel problem: %s" % problems[0])
+        for l in rip:
+            print("vm:   %s" % l.strip())
     if t.skipped or t.disabled:
         print("vm: %d skipped, %d disabled (not counted)" % (t.skipped, t.disabled))
     print("vm: %d passed, %d failed" % (t.passed, t.failed))
