@@ -160,8 +160,9 @@ constexpr uint8_t kOpBregx = 0x92;
 
 struct Op {
   uint8_t op = 0;  // DW_OP_bregx stands for every breg; DW_OP_lit0 for every lit
-  // DW_OP_plus_uconst's operand (at most 2^63 - 1, else not parsed) is in value.
   uint64_t reg = 0;
+  // breg's offset, lit's number, plus_uconst's operand (at most 2^63 - 1,
+  // else the expression is not parsed).
   int64_t value = 0;
 };
 
