@@ -35,7 +35,7 @@ def function(frame):
     return name.split("(")[0]
 
 
-def folded_counts(path):
+def folded_counts(path, comm=COMM, roots=ROOTS):
     total = complete = 0
     with open(path) as f:
         for line in f:
@@ -44,16 +44,16 @@ def folded_counts(path):
                 continue
             stack, _, count = line.rpartition(" ")
             frames = stack.split(";")
-            if frames[0] != COMM:
+            if frames[0] != comm:
                 continue
             n = int(count)
             total += n
-            if any(function(fr) in ROOTS for fr in frames):
+            if any(function(fr) in roots for fr in frames):
                 complete += n
     return total, complete
 
 
-def perf_counts(path):
+def perf_counts(path, comm=COMM, roots=ROOTS):
     """perf script output: a header line per sample, then one line per
     frame ("\\t addr sym+off (dso)"), then a blank line."""
     total = complete = 0
@@ -62,9 +62,9 @@ def perf_counts(path):
 
     def flush():
         nonlocal total, complete
-        if sample is not None and sample.startswith(COMM):
+        if sample is not None and sample.startswith(comm):
             total += 1
-            if any(function(fr) in ROOTS for fr in frames):
+            if any(function(fr) in roots for fr in frames):
                 complete += 1
 
     with open(path, errors="replace") as f:

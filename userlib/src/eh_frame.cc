@@ -31,7 +31,15 @@ using internal::RegRule;
 // Why rows are left uncovered (GenerateStats::uncovered_reasons).  The
 // interpreter's own (CfiRow::stop) are used as they are.
 constexpr char kReasonCfaUndefined[] = "CFA undefined";
-constexpr char kReasonCfaExpression[] = "CFA expression";
+constexpr char kReasonCfaExpression[] = "CFA expression of another form";
+// OpenSSL's perlasm (`.cfi_cfa_expression %rsp+N,deref,+8`): the saved
+// entry RSP is loaded, then 8 is added.  SFrame v3's flexible CFA rules are
+// register + offset and *(register + offset), nothing added after the load
+// (the spec, 2.46: "Flexible FDE Type Interpretation"; gas translates only
+// DW_OP_bregN off; DW_OP_deref), and the caller's SP is the CFA, so no other
+// description is exact.
+constexpr char kReasonCfaDerefAddend[] =
+    "CFA = *(register + offset) + constant (no SFrame v3 rule adds after the load)";
 constexpr char kReasonCfaRegister[] = "CFA register not RSP/RBP (v3 only)";
 constexpr char kReasonCfaBadRegister[] = "CFA register not a general register";
 constexpr char kReasonCfaDeref[] = "CFA = *(register + offset) (v3 only)";
@@ -141,6 +149,7 @@ Classified uncovered(const char* why) {
 constexpr uint8_t kOpDeref = 0x06;
 constexpr uint8_t kOpAnd = 0x1a;
 constexpr uint8_t kOpPlus = 0x22;
+constexpr uint8_t kOpPlusUconst = 0x23;
 constexpr uint8_t kOpShl = 0x24;
 constexpr uint8_t kOpGe = 0x2a;
 constexpr uint8_t kOpLit0 = 0x30;
@@ -152,6 +161,8 @@ constexpr uint8_t kOpBregx = 0x92;
 struct Op {
   uint8_t op = 0;  // DW_OP_bregx stands for every breg; DW_OP_lit0 for every lit
   uint64_t reg = 0;
+  // breg's offset, lit's number, plus_uconst's operand (at most 2^63 - 1,
+  // else the expression is not parsed).
   int64_t value = 0;
 };
 
@@ -197,6 +208,13 @@ std::optional<std::vector<Op>> parse_expr(const CfiExpr& e, size_t max) {
     } else if (b == kOpBregx) {
       o.op = kOpBregx;
       if (!read_uleb(p, end, o.reg) || !read_sleb(p, end, o.value)) return std::nullopt;
+    } else if (b == kOpPlusUconst) {
+      o.op = kOpPlusUconst;
+      uint64_t u = 0;
+      if (!read_uleb(p, end, u) || u > uint64_t{std::numeric_limits<int64_t>::max()}) {
+        return std::nullopt;
+      }
+      o.value = static_cast<int64_t>(u);
     } else if (b >= kOpLit0 && b <= kOpLit31) {
       o.op = kOpLit0;
       o.value = b - kOpLit0;
@@ -212,6 +230,52 @@ std::optional<std::vector<Op>> parse_expr(const CfiExpr& e, size_t max) {
 
 bool fits32(int64_t v) {
   return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max();
+}
+
+// A CFA expression of the forms
+//   DW_OP_bregN a [DW_OP_plus_uconst b]...                      N + a + b...
+//   DW_OP_bregN a [DW_OP_plus_uconst b]... DW_OP_deref [DW_OP_plus_uconst c]...
+//                                                  *(N + a + b...) + c...
+// (the second as perlasm's `.cfi_cfa_expression %rsp+N,deref,+8` and gas's
+// DRAP escapes write it).  SFrame v3 has the first, and the second when
+// nothing is added after the load.
+struct RegDeref {
+  enum Form : uint8_t { kNone, kRegOffset, kDeref, kDerefAddend, kTooFar } form = kNone;
+  uint64_t reg = 0;
+  int64_t offset = 0;  // before the load
+};
+
+RegDeref reg_deref_form(const std::vector<Op>& o) {
+  RegDeref r;
+  if (o.empty() || o[0].op != kOpBregx) return r;
+  r.reg = o[0].reg;
+  r.offset = o[0].value;
+  bool deref = false, addend = false, far = !fits32(r.offset);
+  for (size_t i = 1; i < o.size(); i++) {
+    if (o[i].op == kOpDeref && !deref) {
+      deref = true;
+    } else if (o[i].op == kOpPlusUconst && !deref) {
+      // The sum so far fits 32 bits: adding at most 2^33 cannot overflow.
+      if (far || o[i].value > (int64_t{1} << 33)) {
+        far = true;
+      } else {
+        r.offset += o[i].value;
+        far = !fits32(r.offset);
+      }
+    } else if (o[i].op == kOpPlusUconst && deref) {
+      addend = addend || o[i].value != 0;
+    } else {
+      return RegDeref{};
+    }
+  }
+  if (addend) {
+    r.form = RegDeref::kDerefAddend;
+  } else if (far) {
+    r.form = RegDeref::kTooFar;
+  } else {
+    r.form = deref ? RegDeref::kDeref : RegDeref::kRegOffset;
+  }
+  return r;
 }
 
 // A register an SFrame v3 control word may name as a base: the general
@@ -259,13 +323,15 @@ Classified classify(const CfiRow& row, const CfiFde& fde) {
       auto ops = parse_expr(s.cfa.expr, 9);
       if (!ops) return uncovered(kReasonCfaExpression);
       const std::vector<Op>& o = *ops;
-      if (o.size() == 1 && o[0].op == kOpBregx) {
-        cfa_reg = o[0].reg;
-        cfa_offset = o[0].value;
-      } else if (o.size() == 2 && o[0].op == kOpBregx && o[1].op == kOpDeref) {
-        cfa_reg = o[0].reg;
-        cfa_offset = o[0].value;
-        cfa_deref = true;
+      const RegDeref rd = reg_deref_form(o);
+      if (rd.form == RegDeref::kRegOffset || rd.form == RegDeref::kDeref) {
+        cfa_reg = rd.reg;
+        cfa_offset = rd.offset;
+        cfa_deref = rd.form == RegDeref::kDeref;
+      } else if (rd.form == RegDeref::kDerefAddend) {
+        return uncovered(kReasonCfaDerefAddend);
+      } else if (rd.form == RegDeref::kTooFar) {
+        return uncovered(kReasonOffset);
       } else if (o.size() == 9 && o[0].op == kOpBregx && o[0].reg == kDwarfRsp &&
                  o[1].op == kOpBregx && o[1].reg == kDwarfRip && o[1].value == 0 &&
                  o[2].op == kOpLit0 && o[3].op == kOpAnd && o[4].op == kOpLit0 &&
@@ -519,6 +585,8 @@ GeneratedSframe generate_sframe_from_eh_frame(const uint8_t* data, size_t size,
         case Classified::kUncovered:
           st.rows_uncovered++;
           st.uncovered_reasons[c.reason]++;
+          st.uncovered_reason_bytes[c.reason] += row.end - row.start;
+          st.uncovered_rows.push_back({row.start, row.end, f.pc_begin, c.reason});
           w.close();
           continue;
         case Classified::kRule:

@@ -167,7 +167,11 @@ Cfa dwarf_cfa(Dwarf_Frame* f, uint64_t pc) {
       continue;
     }
     if (op.atom == DW_OP_plus_uconst) {
-      if (top.deref) return out;
+      // Nothing SFrame can say is added after a load; adding 0 is nothing.
+      if (top.deref) {
+        if (op.number != 0) return out;
+        continue;
+      }
       st.back().c += static_cast<int64_t>(op.number);
       continue;
     }

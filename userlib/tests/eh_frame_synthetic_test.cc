@@ -193,6 +193,9 @@ uint64_t reason(const GeneratedSframe& g, const std::string& why) {
   return it == g.stats.uncovered_reasons.end() ? 0 : it->second;
 }
 
+constexpr char kDerefAddend[] =
+    "CFA = *(register + offset) + constant (no SFrame v3 rule adds after the load)";
+
 // --- Rules mapped ----------------------------------------------------------
 
 TEST(GenerateSynthetic, PushFrameAndPop) {
@@ -348,6 +351,93 @@ TEST(GenerateSynthetic, DrapNeedsFlexibleFdes) {
   expect_sp(d2.row(0x103f), 8, "v2 epilogue");
 }
 
+// A CFA loaded from the stack, as stack-realigning assembly writes it with
+// .cfi_escape: *(reg + offset) (constants added before the load fold into
+// the offset, a zero added after it is no addend) is a v3 flexible row that
+// the decoder gives back as it was; *(reg + offset) + 8, OpenSSL's perlasm
+// form, has no v3 rule and is counted, row by row, with its bytes.
+TEST(GenerateSynthetic, LoadedCfaForms) {
+  struct Case {
+    std::vector<uint8_t> expr;  // DW_CFA_def_cfa_expression's block
+    uint8_t reg;
+    int32_t offset;
+  };
+  const Case covered[] = {
+      {{0x77, 0x28, 0x06}, SFRAME_REG_RSP, 40},                    // breg7 40; deref
+      {{0x77, 0x20, 0x23, 0x08, 0x06}, SFRAME_REG_RSP, 40},        // breg7 32; +8; deref
+      {{0x77, 0x28, 0x06, 0x23, 0x00}, SFRAME_REG_RSP, 40},        // breg7 40; deref; +0
+      {{0x76, 0x78, 0x06}, SFRAME_REG_RBP, -8},                    // breg6 -8; deref (gas)
+      {{0x77, 0xc0, 0x00, 0x06}, SFRAME_REG_RSP, 64},              // breg7 64 (2 bytes)
+      {{0x73, 0x10, 0x06}, 3, 16},                                 // breg3 16; deref
+  };
+  for (const Case& c : covered) {
+    SCOPED_TRACE(::testing::PrintToString(c.expr));
+    std::vector<uint8_t> insns = {0x41, 0x0f};
+    insns.push_back(static_cast<uint8_t>(c.expr.size()));
+    insns.insert(insns.end(), c.expr.begin(), c.expr.end());
+    insns.insert(insns.end(), {0x86, 0x03});  // RBP at CFA - 24
+    const GeneratedSframe g = gen(build({Cie{}}, {Fde{0x1000, 0x10, insns}}));
+    EXPECT_EQ(g.version, 3);
+    EXPECT_EQ(g.stats.rows_uncovered, 0u);
+    EXPECT_TRUE(g.stats.uncovered_rows.empty());
+    Decoded d(g);
+    ASSERT_TRUE(d.ok());
+    auto f = d.fde(0x1001);
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->flex, 1);
+    for (uint64_t pc = 0x1001; pc < 0x1010; pc++) {
+      auto r = d.row(pc);
+      ASSERT_TRUE(r);
+      EXPECT_EQ(r->cfa_reg, c.reg);
+      EXPECT_TRUE(r->cfa_deref);
+      EXPECT_EQ(r->cfa_offset, c.offset);
+      EXPECT_EQ(r->ra.kind, SFRAME_LOC_CFA_OFFSET);
+      EXPECT_EQ(r->ra.offset, -8);
+      EXPECT_EQ(r->fp.kind, SFRAME_LOC_CFA_OFFSET);
+      EXPECT_EQ(r->fp.offset, -24);
+    }
+  }
+
+  // Not without v3.
+  GenerateOptions no3;
+  no3.allow_v3 = false;
+  const GeneratedSframe g2 =
+      gen(build({Cie{}}, {Fde{0x1000, 0x10, {0x41, 0x0f, 0x03, 0x77, 0x28, 0x06}}}), no3);
+  EXPECT_EQ(reason(g2, "CFA = *(register + offset) (v3 only)"), 1u);
+
+  // perlasm: mov %rsp,%rax (CFA = RAX + 8) ... and $-64,%rsp; mov %rax,16(%rsp)
+  // (CFA = *(RSP + 16) + 8) ... mov 16(%rsp),%rsi (CFA = RSI + 8) ... ret.
+  const Fde perl{0x2000,
+                 0x40,
+                 {0x43, 0x0c, 0x00, 0x08,                          // +3: CFA = RAX + 8
+                  0x4d, 0x0f, 0x05, 0x77, 0x10, 0x06, 0x23, 0x08,  // +13: *(RSP+16)+8
+                  0x60, 0x0c, 0x04, 0x08,                          // +32: CFA = RSI + 8
+                  0x48, 0x0c, 0x07, 0x08}};                        // +8: CFA = RSP + 8
+  const GeneratedSframe g = gen(build({Cie{}}, {perl}));
+  EXPECT_EQ(g.version, 3);
+  EXPECT_EQ(g.stats.fdes_partial, 1u);
+  EXPECT_EQ(reason(g, kDerefAddend), 1u);
+  EXPECT_EQ(g.stats.uncovered_reason_bytes.at(kDerefAddend), 32u);
+  ASSERT_EQ(g.stats.uncovered_rows.size(), 1u);
+  EXPECT_EQ(g.stats.uncovered_rows[0].start, 0x2010u);
+  EXPECT_EQ(g.stats.uncovered_rows[0].end, 0x2030u);
+  EXPECT_EQ(g.stats.uncovered_rows[0].fde_start, 0x2000u);
+  EXPECT_EQ(g.stats.uncovered_rows[0].reason, kDerefAddend);
+  EXPECT_EQ(g.stats.covered_bytes, 0x40u - 32u);
+  Decoded d(g);
+  ASSERT_TRUE(d.ok());
+  auto rax = d.row(0x2003);
+  ASSERT_TRUE(rax);
+  EXPECT_EQ(rax->cfa_reg, 0);
+  EXPECT_EQ(rax->cfa_offset, 8);
+  EXPECT_FALSE(d.row(0x2010));
+  EXPECT_FALSE(d.row(0x202f));
+  auto rsi = d.row(0x2030);
+  ASSERT_TRUE(rsi);
+  EXPECT_EQ(rsi->cfa_reg, 4);
+  expect_sp(d.row(0x2038), 8, "after the epilogue");
+}
+
 TEST(GenerateSynthetic, FramePointerInARegister) {
   const Fde f{0x1000, 0x10, {0x42, 0x09, 0x06, 0x03}};  // +2: RBP in RBX
   const GeneratedSframe g = gen(build({Cie{}}, {f}));
@@ -422,7 +512,14 @@ TEST(GenerateSynthetic, UncoveredRowsSayWhy) {
       {{0x41, 0x14, 0x06, 0x01}, "FP rule"},         // RBP = CFA - 8
       {{0x41, 0x10, 0x06, 0x01, 0x9c}, "FP rule"},   // RBP at DW_OP_call_frame_cfa
       {{0x41, 0x0f, 0x02, 0x77, 0x00}, nullptr},     // CFA = [breg7 0]: covered
-      {{0x41, 0x0f, 0x01, 0x9c}, "CFA expression"},  // CFA = DW_OP_call_frame_cfa
+      {{0x41, 0x0f, 0x01, 0x9c}, "CFA expression of another form"},  // DW_OP_call_frame_cfa
+      // perlasm's .cfi_cfa_expression %rsp+16,deref,+8 (sha256 and others)
+      {{0x41, 0x0f, 0x05, 0x77, 0x10, 0x06, 0x23, 0x08}, kDerefAddend},
+      // ...and with RBP, +64 (OpenSSL's aesni-gcm, x25519)
+      {{0x41, 0x0f, 0x05, 0x76, 0x10, 0x06, 0x23, 0x40}, kDerefAddend},
+      // bignum's indexed form: rsp + 8 + r9 * 8, loaded, + 8
+      {{0x41, 0x0f, 0x0a, 0x77, 0x08, 0x79, 0x00, 0x38, 0x1e, 0x22, 0x06, 0x23, 0x08},
+       "CFA expression of another form"},
       {{0x41, 0x0c, 0x11, 0x08}, "CFA register not a general register"},  // xmm0
       {{0x41, 0x0c, 0x07, 0x80, 0x80, 0x80, 0x80, 0x10}, "offset beyond 32 bits"},
       {{0x41, 0x3f, 0x41, 0x0e, 0x10}, "unknown CFA instruction"},

@@ -9,10 +9,12 @@
 //                                 (with --fdes, one line per FDE)
 //   sframe-client dump FILE       every FDE and row of FILE's .sframe, in the
 //                                 shape of readelf --sframe
-//   sframe-client gen ELF -o FILE [-3]
+//   sframe-client gen ELF -o FILE [-3] [-v]
 //                                 SFrame made from ELF's .eh_frame, written
 //                                 to FILE (an ELF file `dump` reads); -3
-//                                 makes version 3
+//                                 makes version 3; what stays uncovered is
+//                                 counted by reason (rows, text bytes), and
+//                                 with -v listed row by row
 //   sframe-client list [PID]      what the module has for a process: each
 //                                 entry's text, source (registered,
 //                                 discovered, supplied, none), coverage
@@ -58,7 +60,7 @@ int usage(FILE* out) {
 #ifdef SFRAME_CLIENT_HAVE_DECODER
                "       sframe-client sections [--fdes] FILE\n"
                "       sframe-client dump FILE\n"
-               "       sframe-client gen ELF -o FILE [-3]\n"
+               "       sframe-client gen ELF -o FILE [-3] [-v]\n"
 #endif
   );
   return out == stderr ? 2 : 0;
@@ -157,12 +159,15 @@ double percent(uint64_t part, uint64_t whole) { return whole ? 100.0 * part / wh
 
 int cmd_gen(int argc, char** argv) {
   const char *in = nullptr, *out = nullptr;
+  bool verbose = false;
   sframe::GenerateOptions opts;
   for (int i = 0; i < argc; i++) {
     if (std::strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
       out = argv[++i];
     } else if (std::strcmp(argv[i], "-3") == 0) {
       opts.version = 3;
+    } else if (std::strcmp(argv[i], "-v") == 0) {
+      verbose = true;
     } else if (!in) {
       in = argv[i];
     } else {
@@ -184,7 +189,23 @@ int cmd_gen(int argc, char** argv) {
               st.fdes, st.fdes_covered, percent(st.fdes_covered, st.fdes), st.fdes_partial,
               st.fdes_uncovered, percent(st.covered_bytes, st.fde_bytes));
   for (const auto& [why, rows] : st.uncovered_reasons) {
-    std::printf("  uncovered rows: %" PRIu64 " %s\n", rows, why.c_str());
+    const auto bytes = st.uncovered_reason_bytes.find(why);
+    std::printf("  uncovered rows: %" PRIu64 " %s (%" PRIu64 " text bytes)\n", rows, why.c_str(),
+                bytes == st.uncovered_reason_bytes.end() ? 0 : bytes->second);
+  }
+  if (verbose) {
+    // One line per uncovered row, grouped under its .eh_frame FDE.
+    uint64_t fde = 0;
+    bool first = true;
+    for (const sframe::GenerateStats::UncoveredRow& r : st.uncovered_rows) {
+      if (first || r.fde_start != fde) {
+        std::printf("  FDE at 0x%" PRIx64 ":\n", r.fde_start);
+        fde = r.fde_start;
+        first = false;
+      }
+      std::printf("    0x%" PRIx64 "-0x%" PRIx64 " (%" PRIu64 " bytes): %s\n", r.start, r.end,
+                  r.end - r.start, r.reason.c_str());
+    }
   }
   return 0;
 }

@@ -12,7 +12,10 @@
 //   - the CFA is RSP or RBP plus an offset (version 3 also: another register
 //     plus an offset, or a value loaded from register plus offset, as with
 //     DRAP's CFA = *(RBP - 16)), or the PLT's rsp + 8 + ((rip & 15) >= 11) * 8
-//     expression (a PCMASK FDE, as ld writes for the PLT);
+//     expression (a PCMASK FDE, as ld writes for the PLT).  A CFA loaded and
+//     then offset, *(RSP + N) + 8 as OpenSSL's perlasm says after realigning
+//     the stack, has no SFrame v3 rule (its flexible CFA rules add nothing
+//     after the load) and stays uncovered;
 //   - the return address is saved at CFA - 8, or is undefined (the outermost
 //     frame: an FRE without offsets);
 //   - RBP is unchanged or saved at CFA + offset (version 3 also: saved at
@@ -51,8 +54,17 @@ struct GenerateStats {
   uint64_t rows = 0, rows_uncovered = 0;
   uint64_t fde_bytes = 0;      // text bytes inside .eh_frame FDEs (summed over FDEs)
   uint64_t covered_bytes = 0;  // of those, bytes with an SFrame row
-  // reason -> uncovered rows, e.g. "CFA expression", "RA not at CFA-8".
+  // reason -> uncovered rows, e.g. "RA not at CFA-8".
   std::map<std::string, uint64_t> uncovered_reasons;
+  // reason -> text bytes of those rows.
+  std::map<std::string, uint64_t> uncovered_reason_bytes;
+  // Every uncovered row, in .eh_frame order: [start, end) ELF-virtual, the
+  // start of the .eh_frame FDE it belongs to, and why (a key of the maps).
+  struct UncoveredRow {
+    uint64_t start = 0, end = 0, fde_start = 0;
+    std::string reason;
+  };
+  std::vector<UncoveredRow> uncovered_rows;
   // The section made: its FDEs and FREs, and the size of the .eh_frame read.
   uint64_t sframe_fdes = 0, sframe_fres = 0;
   uint64_t eh_frame_size = 0;

@@ -1,0 +1,92 @@
+// Hand-written assembly that realigns the stack and says where its CFA is
+// with DWARF expressions (issue 11, section 3), unwound with SFrame made
+// from .eh_frame and supplied by sframe::ProcessCoverage.
+//
+// realign_workload (workloads/realign_workload.c, realign_asm.S) calls three
+// such functions, each spinning in its own body and then calling a C leaf:
+//   rw_saved_cfa  CFA = *(RSP + 40)         a v3 flexible row, RSP-based
+//   rw_drap       CFA = *(RBP - 8), RBP at *(RBP + 0)   GCC's DRAP, RBP-based
+//   rw_perlasm    CFA = *(RSP + 40) + 8     OpenSSL's perlasm: no SFrame v3
+//                                           rule, left uncovered
+// Samples in the first two, as the topmost frame and below rw_leaf (where
+// RSP is the CFA of the frame above and RBP what that frame's rule gave),
+// must reach main.  rw_perlasm's are counted, not judged: its body has no
+// row, so its samples stop there (the numbers are recorded as properties).
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sessions.h"
+
+namespace {
+
+std::string FreshCacheDir() {
+  char dir[] = "/tmp/sframe-cache-XXXXXX";
+  return mkdtemp(dir) ? std::string(dir) : std::string("/tmp");
+}
+
+struct Tally {
+  size_t samples = 0, complete = 0;
+  std::string first_bad;
+};
+
+class CfaExprTest : public vmtest::SessionTest {};
+
+TEST_F(CfaExprTest, RealignedFramesReachMainInEverySample) {
+  SKIP_WITHOUT_PERF();
+  std::string err;
+  auto w = vmtest::Workload::Start({"0"}, &err, "realign_workload");
+  ASSERT_TRUE(w) << err;
+  sym_.load_process(w->pid());
+  sframe::SframeCache cache(FreshCacheDir());
+  sframe::ProcessCoverage cov(dev(), w->pid(), &cache);
+  const sframe::CoverageUpdate u = cov.refresh();
+  EXPECT_TRUE(std::any_of(u.generated.begin(), u.generated.end(), [](const std::string& s) {
+    return s.find("realign_workload") != std::string::npos;
+  })) << "the program's own .eh_frame";
+  EXPECT_TRUE(u.failed.empty()) << u.failed.front().first << ": " << u.failed.front().second;
+
+  sframe::PerfEvent ev = sframe::PerfEvent::open_process(w->pid(), PerfOptions(10000));
+  sframe::Session s = sframe::Session::start(sframe::Target::kProcess, w->pid(), SframeOnly());
+  vmtest::Collected c = vmtest::Collect(&s, &ev, 3000);
+  w->Kill();
+
+  // key: "rw_saved_cfa" (topmost) or "rw_leaf<rw_saved_cfa" (below the leaf)
+  std::map<std::string, Tally> t;
+  for (const sframe::Sample* smp : c.Samples()) {
+    if (smp->user.empty()) continue;
+    const std::vector<sframe::Symbol> user = User(*smp);
+    const std::vector<std::string> n = vmtest::Names(user);
+    size_t at = 0;
+    if (!n.empty() && n[0] == "rw_leaf") at = 1;
+    if (at >= n.size() || n[at].rfind("rw_", 0) != 0 || n[at] == "rw_round") continue;
+    Tally& k = t[at ? "rw_leaf<" + n[at] : n[at]];
+    k.samples++;
+    const bool ok =
+        at + 2 < n.size() && n[at + 1] == "rw_round" && n[at + 2] == "main";
+    if (ok) {
+      k.complete++;
+    } else if (k.first_bad.empty()) {
+      k.first_bad = vmtest::Describe(*smp, user);
+    }
+  }
+  for (const auto& [key, k] : t) {
+    RecordProperty(key, std::to_string(k.complete) + "/" + std::to_string(k.samples));
+  }
+  for (const char* key :
+       {"rw_saved_cfa", "rw_leaf<rw_saved_cfa", "rw_drap", "rw_leaf<rw_drap"}) {
+    SCOPED_TRACE(key);
+    const Tally& k = t[key];
+    EXPECT_GE(k.samples, 100u) << "too few samples";
+    EXPECT_GE(k.complete * 100, k.samples * 99)
+        << k.complete << " of " << k.samples << " complete; e.g.\n"
+        << k.first_bad;
+  }
+  EXPECT_EQ(c.stats.lost, 0u);
+}
+
+}  // namespace

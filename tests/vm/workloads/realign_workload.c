@@ -1,0 +1,65 @@
+/*
+ * realign_workload: hand-written assembly that realigns the stack and
+ * describes its CFA with DWARF expressions (realign_asm.S), called from C
+ * built without frame pointers and without .sframe.
+ *
+ *   realign_workload SECONDS     runs rounds until SECONDS pass (0: until
+ *                                killed)
+ *
+ * It prints "ready" (flushed) before the first round.  Each round calls
+ * rw_saved_cfa, rw_drap and rw_perlasm, each spinning in its own body and
+ * then calling rw_leaf.  A complete user chain of a sample there is
+ *   [rw_leaf,] rw_saved_cfa | rw_drap | rw_perlasm, rw_round, main,
+ *   <libc: __libc_start_call_main>
+ * (rw_perlasm's body, CFA = *(RSP + 40) + 8, has no SFrame rule: its
+ * samples stop there).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define RW_SPINS 20000
+
+void rw_saved_cfa(void (*fn)(uint64_t *), uint64_t *arg, uint64_t spins);
+void rw_drap(void (*fn)(uint64_t *), uint64_t *arg, uint64_t spins);
+void rw_perlasm(void (*fn)(uint64_t *), uint64_t *arg, uint64_t spins);
+
+__attribute__((noinline, noclone)) static void rw_leaf(uint64_t *x)
+{
+	volatile uint64_t h = *x;
+
+	for (int i = 0; i < RW_SPINS; i++)
+		h = h * 6364136223846793005ull + 1442695040888963407ull;
+	*x = h;
+}
+
+__attribute__((noinline, noclone)) static void rw_round(uint64_t *x)
+{
+	rw_saved_cfa(rw_leaf, x, RW_SPINS);
+	rw_drap(rw_leaf, x, RW_SPINS);
+	rw_perlasm(rw_leaf, x, RW_SPINS);
+	__asm__ volatile("" ::: "memory");
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+	double seconds = argc > 1 ? atof(argv[1]) : 0;
+	double start = now_s();
+	uint64_t x = 1;
+
+	printf("ready\n");
+	fflush(stdout);
+	while (seconds <= 0 || now_s() - start < seconds)
+		rw_round(&x);
+	printf("%llu\n", (unsigned long long)(x & 1));
+	return 0;
+}
