@@ -88,6 +88,7 @@ run sframe-warm "$PROF" record -F "$HZ" -o sframe-warm.data -- make -j2 -C "$PRO
 for m in cold warm; do
 	"$PROF" report -i "sframe-$m.data" --folded > "sframe-$m.folded"
 done
-perf script -i perf-dwarf.data -F comm,tid,ip,sym > perf-dwarf.script 2> /dev/null
+# --no-inline: resolving inlined frames (addr2line per address) takes hours here.
+perf script --no-inline -i perf-dwarf.data -F comm,tid,ip,sym > perf-dwarf.script 2> /dev/null
 ls -l sframe-cold.data sframe-warm.data perf-dwarf.data
 python3 "$ROOT/bench/children_make_table.py" "$OUT"

@@ -124,6 +124,7 @@ class DescendantCoverage {
     std::unique_ptr<sframe::ProcessCoverage> coverage;
     uint64_t next = 0, until = 0;
     uint64_t exec_ns = 0;  // CLOCK_MONOTONIC of its last exec, if seen
+    uint64_t seen_ns = 0;  // when its first mapping since was read here
   };
   std::string tool_;
   bool verbose_;
