@@ -50,8 +50,9 @@ PerfEvent::Event PerfEvent::open_one(pid_t pid, int cpu, const PerfEventOptions&
     attr.comm_exec = 1;
     attr.task = 1;
     attr.sample_id_all = 1;
+    // wakeup_watermark shares its union with wakeup_events (0 below):
+    // set after it.
     attr.watermark = 1;
-    attr.wakeup_watermark = 1;
   } else {
     attr.config = PERF_COUNT_SW_CPU_CLOCK;
     attr.freq = 1;
@@ -66,6 +67,7 @@ PerfEvent::Event PerfEvent::open_one(pid_t pid, int cpu, const PerfEventOptions&
   attr.use_clockid = 1;
   attr.clockid = CLOCK_MONOTONIC;
   attr.wakeup_events = 0;
+  if (task_events) attr.wakeup_watermark = 1;
   long fd = sys_perf_event_open(&attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
   if (fd < 0) throw Error(errno, op::kPerfEventOpen, event_name(pid, cpu));
   Event ev;

@@ -2,6 +2,7 @@
 // command that forks and execs (no module needed; skipped where perf is
 // not allowed).
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -26,7 +27,7 @@ TEST(TaskEvents, ForkExecMmapExitOfACommandAndItsChild) {
     char c;
     if (read(go[0], &c, 1) != 1) _exit(126);
     // The shell forks, its child execs /bin/true.
-    execl("/bin/sh", "sh", "-c", "/bin/true; exit 0", static_cast<char*>(nullptr));
+    execl("/bin/sh", "sh", "-c", "/bin/true; sleep 1", static_cast<char*>(nullptr));
     _exit(127);
   }
   close(go[0]);
@@ -42,28 +43,36 @@ TEST(TaskEvents, ForkExecMmapExitOfACommandAndItsChild) {
   }
   ASSERT_EQ(write(go[1], "g", 1), 1);
   close(go[1]);
+  // Each record wakes its reader (a watermark of one byte), not half a
+  // ring: poll() says so while the shell still sleeps (1 s), long before
+  // its exit would (POLLHUP).
+  std::vector<pollfd> fds;
+  for (size_t i = 0; i < ev.size(); i++) fds.push_back({ev.fd(i), POLLIN, 0});
+  EXPECT_GT(poll(fds.data(), fds.size(), 500), 0);
   int st = 0;
+  EXPECT_EQ(waitpid(child, &st, WNOHANG), 0) << "woken only by the exit";
   ASSERT_EQ(waitpid(child, &st, 0), child);
   ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
   std::vector<TaskEvent> events;
   ev.read_task_events(&events);
 
   bool sh_exec = false, true_exec = false, true_mmap = false, forked = false, exited = false;
-  uint32_t true_pid = 0;
+  uint32_t true_pid = 0;  // the shell's child that exec'd /bin/true
   for (const TaskEvent& e : events) {
     EXPECT_GT(e.time, 0u);
-    if (e.kind == TaskEvent::Kind::kFork && e.new_process() &&
-        e.ppid == static_cast<uint32_t>(child)) {
-      forked = true;
+    if (e.kind == TaskEvent::Kind::kComm && e.exec && e.name == "true") {
+      true_exec = true;
       true_pid = e.pid;
+    }
+    if (e.kind == TaskEvent::Kind::kComm && e.exec && e.pid == static_cast<uint32_t>(child) &&
+        e.name == "sh") {
+      sh_exec = true;
     }
   }
   for (const TaskEvent& e : events) {
-    if (e.kind == TaskEvent::Kind::kComm && e.exec && e.pid == static_cast<uint32_t>(child)) {
-      sh_exec = e.name == "sh";
-    }
-    if (e.kind == TaskEvent::Kind::kComm && e.exec && e.pid == true_pid) {
-      true_exec = e.name == "true";
+    if (e.kind == TaskEvent::Kind::kFork && e.new_process() && e.pid == true_pid &&
+        e.ppid == static_cast<uint32_t>(child)) {
+      forked = true;
     }
     if (e.kind == TaskEvent::Kind::kMmap && e.pid == true_pid &&
         e.name.find("true") != std::string::npos) {
@@ -72,8 +81,8 @@ TEST(TaskEvents, ForkExecMmapExitOfACommandAndItsChild) {
     if (e.process_exit() && e.pid == true_pid) exited = true;
   }
   EXPECT_TRUE(sh_exec);
-  EXPECT_TRUE(forked);
   EXPECT_TRUE(true_exec);
+  EXPECT_TRUE(forked);
   EXPECT_TRUE(true_mmap);
   EXPECT_TRUE(exited);
 }
