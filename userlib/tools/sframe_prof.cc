@@ -19,12 +19,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <set>
 #include <string>
-#include <deque>
 #include <tuple>
 #include <vector>
 
