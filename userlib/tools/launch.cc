@@ -157,10 +157,7 @@ void DescendantCoverage::note(const sframe::TaskEvent& ev) {
   } else if (ev.kind == sframe::TaskEvent::Kind::kMmap && pid > 0) {
     Proc& p = procs_[pid];
     if (!p.seen_ns) p.seen_ns = now_ns();
-    if (!p.coverage) {
-      p.coverage = std::make_unique<sframe::ProcessCoverage>(dev_, pid, &cache_);
-      processes_++;
-    }
+    if (!p.coverage) p.coverage = std::make_unique<sframe::ProcessCoverage>(dev_, pid, &cache_);
     p.next = 0;
     p.until = now_ms() + 200;
   }

@@ -116,8 +116,6 @@ class DescendantCoverage {
   void refresh();
   // Whether a process is in its 200 ms of covering every 10 ms.
   bool eager() const;
-  // Processes seen with an executable mapping, and objects supplied.
-  size_t processes() const { return processes_; }
 
  private:
   struct Proc {
@@ -131,7 +129,6 @@ class DescendantCoverage {
   sframe::Device dev_;
   sframe::SframeCache cache_;
   std::map<pid_t, Proc> procs_;
-  size_t processes_ = 0;
 };
 
 }  // namespace tools
