@@ -3,8 +3,10 @@
  * Sessions: the readers of stitched stacks.
  *
  * A session is an open /dev/sframe_unwind made a reader by
- * SFRAME_IOC_SESSION_START.  It follows a thread, a process or every task,
- * and takes samples of the perf events its own process opened.  It is the
+ * SFRAME_IOC_SESSION_START.  It follows a thread, a process, every task,
+ * or whatever task its events sample (SFRAME_TARGET_EVENTS: a command and
+ * its descendants, through inherited events), and takes samples of the
+ * perf events its own process opened, never of anyone else's.  It is the
  * consumer of deferred.c: perf_hook.c's kprobe hands each perf sample to
  * sframe_sessions_sample(), which asks deferred.c for it if a session
  * wants it, and deferred.c hands it back through the callbacks below once
@@ -113,6 +115,7 @@ static bool sframe_target_match(const struct sframe_session *s,
 	case SFRAME_TARGET_PROCESS:
 		return tgid == s->target;
 	}
+	/* ALL and EVENTS: the owner's events chose the tasks. */
 	return true;
 }
 
@@ -381,6 +384,14 @@ static int sframe_session_check_target(struct sframe_session *s,
 	ret = sframe_security_perf(PERF_SECURITY_OPEN);
 	if (ret)
 		return ret;
+	if (target_type == SFRAME_TARGET_EVENTS) {
+		/*
+		 * perf_event_open() checked each event's target when the
+		 * owner opened it, and inherited copies follow perf's rules
+		 * (none survives a setuid exec): nothing more to check here.
+		 */
+		return target_id ? -EINVAL : 0;
+	}
 	if (target_type == SFRAME_TARGET_ALL) {
 		if (target_id)
 			return -EINVAL;
@@ -511,7 +522,7 @@ long sframe_session_start(struct file *file, void __user *uarg)
 	    !sframe_all_zero(req.reserved, ARRAY_SIZE(req.reserved)))
 		return -EINVAL;
 	if (req.target_type < SFRAME_TARGET_THREAD ||
-	    req.target_type > SFRAME_TARGET_ALL)
+	    req.target_type > SFRAME_TARGET_EVENTS)
 		return -EINVAL;
 	if (req.max_user_frames > SFRAME_MAX_FRAMES ||
 	    req.max_kernel_frames > SFRAME_SESSION_MAX_KERNEL_FRAMES ||

@@ -26,8 +26,11 @@
 
 #define SFRAME_UNWIND_DEVICE "/dev/sframe_unwind"
 
-/* Version of this ABI, returned by SFRAME_IOC_GET_STATS in abi_version. */
-#define SFRAME_UNWIND_ABI_VERSION 1
+/*
+ * Version of this ABI, returned by SFRAME_IOC_GET_STATS in abi_version.
+ * 2: SFRAME_TARGET_EVENTS (a module of version 1 refuses it with EINVAL).
+ */
+#define SFRAME_UNWIND_ABI_VERSION 2
 
 /* Largest .sframe section the module accepts (bytes). */
 #define SFRAME_MAX_SECTION_SIZE (64u << 20)
@@ -404,6 +407,16 @@ struct sframe_list_sections {
 #define SFRAME_TARGET_THREAD  1 /* the thread target_id */
 #define SFRAME_TARGET_PROCESS 2 /* every thread of the process target_id */
 #define SFRAME_TARGET_ALL     3 /* every task (perf's CPU-wide rule) */
+/*
+ * Every task the caller's own perf events sample, whichever it is: the
+ * tasks an event with attr.inherit follows into new threads and child
+ * processes, as perf record follows a command.  perf_event_open() checked
+ * the caller's right to each event's task or CPU, and perf itself drops
+ * inherited events from a task that execs a setuid program, so such a
+ * session sees only samples the caller could read from its perf events
+ * anyway.  target_id must be 0.  ABI version 2.
+ */
+#define SFRAME_TARGET_EVENTS  4
 
 /* Defaults and limits of a session. */
 #define SFRAME_SESSION_DEFAULT_BUFFER (1u << 20)
@@ -448,7 +461,8 @@ struct sframe_session_start {
 	__u32 flags;            /* 0 */
 	__u32 target_type;      /* SFRAME_TARGET_* */
 	__s32 target_id;        /* tid or pid in the caller's pid namespace;
-				   0 for SFRAME_TARGET_ALL */
+				   0 for SFRAME_TARGET_ALL and
+				   SFRAME_TARGET_EVENTS */
 	__u32 max_user_frames;  /* 0: default; at most SFRAME_MAX_FRAMES */
 	__u32 max_kernel_frames; /* 0: default (and max)
 				    SFRAME_SESSION_MAX_KERNEL_FRAMES */

@@ -766,11 +766,11 @@ struct Thread {
     sframe_session_start s{};
     s.flags = Flags(0);
     static const uint32_t kTypes[] = {SFRAME_TARGET_THREAD, SFRAME_TARGET_PROCESS,
-                                      SFRAME_TARGET_PROCESS, SFRAME_TARGET_ALL, 0, 4, 0xffffffffu};
+                                      SFRAME_TARGET_PROCESS, SFRAME_TARGET_ALL,
+                                      SFRAME_TARGET_EVENTS,  0, 5, 0xffffffffu};
     s.target_type = rng.Pick(kTypes);
-    s.target_id = s.target_type == SFRAME_TARGET_ALL && rng.Below(4) ? 0
-                  : rng.OneIn(2)                                      ? w->pid
-                                                                      : Pid();
+    const bool no_id = s.target_type == SFRAME_TARGET_ALL || s.target_type == SFRAME_TARGET_EVENTS;
+    s.target_id = no_id && rng.Below(4) ? 0 : rng.OneIn(2) ? w->pid : Pid();
     static const uint32_t kFrames[] = {0, 1, 16, 127, 4096, 4097};
     s.max_user_frames = rng.Pick(kFrames);
     s.max_kernel_frames = rng.OneIn(4) ? static_cast<uint32_t>(rng.Below(80)) : 0;

@@ -9,6 +9,7 @@
 
 #include <time.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -33,22 +34,40 @@ std::string event_name(pid_t pid, int cpu) {
 
 }  // namespace
 
-PerfEvent::Event PerfEvent::open_one(pid_t pid, int cpu, const PerfEventOptions& o) {
+PerfEvent::Event PerfEvent::open_one(pid_t pid, int cpu, const PerfEventOptions& o,
+                                     bool task_events) {
   perf_event_attr attr{};
   attr.size = sizeof(attr);
   attr.type = PERF_TYPE_SOFTWARE;
-  attr.config = PERF_COUNT_SW_CPU_CLOCK;
-  attr.freq = 1;
-  attr.sample_freq = o.frequency;
   attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME;
+  if (task_events) {
+    // Samples nothing; its records carry pid, tid and time at their end
+    // (sample_id_all), and each wakes the reader.
+    attr.config = PERF_COUNT_SW_DUMMY;
+    attr.mmap = 1;
+    attr.mmap2 = 1;
+    attr.comm = 1;
+    attr.comm_exec = 1;
+    attr.task = 1;
+    attr.sample_id_all = 1;
+    // wakeup_watermark shares its union with wakeup_events (0 below):
+    // set after it.
+    attr.watermark = 1;
+  } else {
+    attr.config = PERF_COUNT_SW_CPU_CLOCK;
+    attr.freq = 1;
+    attr.sample_freq = o.frequency;
+  }
   attr.disabled = 1;
   attr.inherit = o.inherit ? 1 : 0;
   attr.enable_on_exec = o.enable_on_exec ? 1 : 0;
-  attr.exclude_kernel = o.exclude_kernel ? 1 : 0;
+  // A dummy event samples nothing: it asks for no kernel privilege.
+  attr.exclude_kernel = task_events || o.exclude_kernel ? 1 : 0;
   attr.exclude_hv = o.exclude_hv ? 1 : 0;
   attr.use_clockid = 1;
   attr.clockid = CLOCK_MONOTONIC;
   attr.wakeup_events = 0;
+  if (task_events) attr.wakeup_watermark = 1;
   long fd = sys_perf_event_open(&attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
   if (fd < 0) throw Error(errno, op::kPerfEventOpen, event_name(pid, cpu));
   Event ev;
@@ -75,6 +94,14 @@ static std::vector<pid_t> threads_of(pid_t pid) {
 }
 
 PerfEvent PerfEvent::open_process(pid_t pid, const PerfEventOptions& options) {
+  return open_per_thread(pid, options, false);
+}
+
+PerfEvent PerfEvent::open_task_events(pid_t pid, const PerfEventOptions& options) {
+  return open_per_thread(pid, options, true);
+}
+
+PerfEvent PerfEvent::open_per_thread(pid_t pid, const PerfEventOptions& options, bool task_events) {
   PerfEvent p;
   // An event follows one task (and, inherited, the tasks it creates later):
   // the threads that exist already each need their own, as with perf record
@@ -85,7 +112,7 @@ PerfEvent PerfEvent::open_process(pid_t pid, const PerfEventOptions& options) {
   for (pid_t tid : threads_of(pid)) {
     for (int cpu = 0; cpu < ncpu; cpu++) {
       try {
-        p.events_.push_back(open_one(tid, options.inherit ? cpu : -1, options));
+        p.events_.push_back(open_one(tid, options.inherit ? cpu : -1, options, task_events));
       } catch (const Error& e) {
         // A thread that exited meanwhile is no error; anything else is.
         if (e.err() != ESRCH || tid == pid) throw;
@@ -145,6 +172,119 @@ PerfCounts PerfEvent::drain() {
     __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
   }
   return counts_;
+}
+
+namespace {
+
+// The bytes [pos, pos + len) of a ring of size bytes (a power of two), which
+// may wrap.
+void ring_copy(const uint8_t* data, uint64_t size, uint64_t pos, void* dst, size_t len) {
+  auto* out = static_cast<uint8_t*>(dst);
+  const uint64_t off = pos & (size - 1);
+  const size_t first = static_cast<size_t>(std::min<uint64_t>(len, size - off));
+  std::memcpy(out, data + off, first);
+  std::memcpy(out + first, data, len - first);
+}
+
+uint32_t get32(const std::vector<uint8_t>& r, size_t at) {
+  uint32_t v;
+  std::memcpy(&v, r.data() + at, sizeof(v));
+  return v;
+}
+
+uint64_t get64(const std::vector<uint8_t>& r, size_t at) {
+  uint64_t v;
+  std::memcpy(&v, r.data() + at, sizeof(v));
+  return v;
+}
+
+// A NUL-terminated string in r[at, end), or all of it.
+std::string get_string(const std::vector<uint8_t>& r, size_t at, size_t end) {
+  const char* s = reinterpret_cast<const char*>(r.data() + at);
+  return std::string(s, strnlen(s, end - at));
+}
+
+// Parses one side-band record r (header included) into ev; false for a
+// record of another type or too short for its own.  With sample_id_all
+// and PERF_SAMPLE_TID | PERF_SAMPLE_TIME, every record ends in {u32 pid,
+// tid; u64 time}.
+bool parse_task_record(const std::vector<uint8_t>& r, TaskEvent* ev) {
+  const size_t hdr = sizeof(perf_event_header), id = 16;
+  perf_event_header h;
+  std::memcpy(&h, r.data(), hdr);
+  if (r.size() < hdr + id) return false;
+  const size_t end = r.size() - id;  // where sample_id starts
+  ev->time = get64(r, end + 8);
+  switch (h.type) {
+    case PERF_RECORD_MMAP2: {
+      // pid, tid, addr, len, pgoff, 24 bytes of maj/min/ino/generation or
+      // build id, prot, flags, filename.
+      const size_t name_at = hdr + 8 + 24 + 24 + 8;
+      if (end <= name_at) return false;
+      ev->kind = TaskEvent::Kind::kMmap;
+      ev->pid = get32(r, hdr);
+      ev->tid = get32(r, hdr + 4);
+      ev->start = get64(r, hdr + 8);
+      ev->len = get64(r, hdr + 16);
+      ev->pgoff = get64(r, hdr + 24);
+      ev->name = get_string(r, name_at, end);
+      return true;
+    }
+    case PERF_RECORD_COMM:
+      if (end <= hdr + 8) return false;
+      ev->kind = TaskEvent::Kind::kComm;
+      ev->pid = get32(r, hdr);
+      ev->tid = get32(r, hdr + 4);
+      ev->exec = (h.misc & PERF_RECORD_MISC_COMM_EXEC) != 0;
+      ev->name = get_string(r, hdr + 8, end);
+      return true;
+    case PERF_RECORD_FORK:
+    case PERF_RECORD_EXIT:
+      // pid, ppid, tid, ptid, time.
+      if (end < hdr + 24) return false;
+      ev->kind = h.type == PERF_RECORD_FORK ? TaskEvent::Kind::kFork : TaskEvent::Kind::kExit;
+      ev->pid = get32(r, hdr);
+      ev->ppid = get32(r, hdr + 4);
+      ev->tid = get32(r, hdr + 8);
+      ev->ptid = get32(r, hdr + 12);
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+size_t PerfEvent::read_task_events(std::vector<TaskEvent>* out) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  size_t n = 0;
+  std::vector<uint8_t> rec;
+  for (Event& e : events_) {
+    if (!e.ring) continue;
+    auto* meta = static_cast<perf_event_mmap_page*>(e.ring.data());
+    const uint8_t* data = e.ring.bytes() + page;
+    const uint64_t size = e.ring.size() - page;
+    const uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
+    uint64_t tail = meta->data_tail;
+    // Each record is at most 64 KiB (its u16 size) and moves tail up.
+    while (head - tail >= sizeof(perf_event_header)) {
+      perf_event_header h;
+      ring_copy(data, size, tail, &h, sizeof(h));
+      if (h.size < sizeof(h) || h.size > head - tail) break;
+      rec.resize(h.size);
+      ring_copy(data, size, tail, rec.data(), h.size);
+      TaskEvent ev;
+      if (h.type == PERF_RECORD_LOST && h.size >= sizeof(h) + 16) {
+        counts_.lost += get64(rec, sizeof(h) + 8);
+      } else if (parse_task_record(rec, &ev)) {
+        out->push_back(std::move(ev));
+        n++;
+      }
+      tail += h.size;
+    }
+    counts_.bytes += tail - meta->data_tail;
+    __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
+  }
+  return n;
 }
 
 int perf_event_paranoid() {

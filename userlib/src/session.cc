@@ -40,6 +40,8 @@ std::string target_name(Target t, pid_t id) {
       return "thread " + std::to_string(id);
     case Target::kProcess:
       return "process " + std::to_string(id);
+    case Target::kEvents:
+      return "the tasks of this process's perf events";
     case Target::kAll:
       return "all tasks";
   }

@@ -14,6 +14,12 @@
 
 namespace tools {
 
+uint64_t now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return uint64_t(ts.tv_sec) * 1000000000u + uint64_t(ts.tv_nsec);
+}
+
 uint64_t now_ms() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -118,17 +124,93 @@ bool CoverageKeeper::refresh() {
   }
 }
 
-Sampling open_sampling(pid_t pid, bool all, bool command, uint64_t hz,
+Sampling open_sampling(pid_t pid, bool all, bool command, bool follow, uint64_t hz,
                        sframe::SessionOptions options) {
+  follow = follow && !all;
   sframe::PerfEventOptions po;
   po.frequency = hz;
   po.enable_on_exec = command;
+  po.inherit = true;
   sframe::PerfEvent event =
       all ? sframe::PerfEvent::open_all_cpus(po) : sframe::PerfEvent::open_process(pid, po);
+  sframe::PerfEvent tasks;
+  if (follow) tasks = sframe::PerfEvent::open_task_events(pid, po);
   options.wakeup_bytes = SFRAME_SESSION_DEFAULT_BUFFER / 4;
-  sframe::Session session = sframe::Session::start(
-      all ? sframe::Target::kAll : sframe::Target::kProcess, all ? 0 : pid, options);
-  return Sampling{std::move(event), std::move(session)};
+  const sframe::Target target = all      ? sframe::Target::kAll
+                                : follow ? sframe::Target::kEvents
+                                         : sframe::Target::kProcess;
+  sframe::Session session =
+      sframe::Session::start(target, target == sframe::Target::kProcess ? pid : 0, options);
+  return Sampling{std::move(event), std::move(session), std::move(tasks)};
+}
+
+DescendantCoverage::DescendantCoverage(const std::string& tool, bool verbose)
+    : tool_(tool), verbose_(verbose) {}
+
+void DescendantCoverage::note(const sframe::TaskEvent& ev) {
+  const pid_t pid = static_cast<pid_t>(ev.pid);
+  if (ev.process_exit()) {
+    procs_.erase(pid);
+  } else if (ev.kind == sframe::TaskEvent::Kind::kComm && ev.exec) {
+    procs_[pid].exec_ns = ev.time;
+    procs_[pid].seen_ns = 0;
+  } else if (ev.kind == sframe::TaskEvent::Kind::kMmap && pid > 0) {
+    Proc& p = procs_[pid];
+    if (!p.seen_ns) p.seen_ns = now_ns();
+    if (!p.coverage) p.coverage = std::make_unique<sframe::ProcessCoverage>(dev_, pid, &cache_);
+    p.next = 0;
+    p.until = now_ms() + 200;
+  }
+}
+
+bool DescendantCoverage::eager() const {
+  for (const auto& kv : procs_) {
+    if (kv.second.coverage && kv.second.next <= kv.second.until) return true;
+  }
+  return false;
+}
+
+void DescendantCoverage::refresh() {
+  const uint64_t now = now_ms();
+  for (auto it = procs_.begin(); it != procs_.end();) {
+    Proc& p = it->second;
+    const pid_t pid = it->first;
+    if (now < p.next || p.next > p.until) {
+      ++it;
+      continue;
+    }
+    p.next = now + 10;
+    if (!p.coverage) {  // an exec seen, no mapping yet
+      ++it;
+      continue;
+    }
+    try {
+      const uint64_t t0 = now_ns();
+      const sframe::CoverageUpdate u = p.coverage->refresh();
+      if (verbose_ && (!u.generated.empty() || !u.from_file.empty())) {
+        const uint64_t t1 = now_ns();
+        std::fprintf(stderr,
+                     "%s: supplied SFrame for %zu objects (%zu made from .eh_frame), %" PRIu64
+                     " bytes, at %" PRIu64 ".%09" PRIu64
+                     ", pid %d, in %.1f ms, %.1f ms after its exec (its first mapping read "
+                     "%.1f ms after it)\n",
+                     tool_.c_str(), u.generated.size() + u.from_file.size(), u.generated.size(),
+                     u.supplied_bytes, t1 / 1000000000u, t1 % 1000000000u, static_cast<int>(pid),
+                     double(t1 - t0) / 1e6, p.exec_ns ? double(t1 - p.exec_ns) / 1e6 : -1.0,
+                     p.exec_ns && p.seen_ns ? double(p.seen_ns - p.exec_ns) / 1e6 : -1.0);
+      }
+      if (verbose_) {
+        for (const auto& [object, why] : u.failed) {
+          std::fprintf(stderr, "%s: %s not covered in pid %d: %s\n", tool_.c_str(), object.c_str(),
+                       static_cast<int>(pid), why.c_str());
+        }
+      }
+      ++it;
+    } catch (const sframe::Error&) {
+      // Gone (its exit record may still be on its way), or not ours to read.
+      it = procs_.erase(it);
+    }
+  }
 }
 
 }  // namespace tools

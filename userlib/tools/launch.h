@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -14,8 +15,9 @@
 
 namespace tools {
 
-// Milliseconds of CLOCK_MONOTONIC.
+// Milliseconds and nanoseconds of CLOCK_MONOTONIC.
 uint64_t now_ms();
+uint64_t now_ns();
 
 // The program execvp() would run for name (searched in $PATH when name has
 // no slash); name itself when not found.
@@ -26,14 +28,23 @@ int exit_code(int wait_status);
 
 // The perf sampling event and the session of a profiling run: a CPU-wide
 // event for `all`, else one for process pid (armed to start at exec for a
-// command about to exec).  The session wakes its reader at a quarter of its
-// buffer, like perf record, not at every record: a wakeup per sample costs
-// the target dearly, and the tools poll with a timeout anyway.
+// command about to exec), inherited by the threads it creates.  The session
+// wakes its reader at a quarter of its buffer, like perf record, not at
+// every record: a wakeup per sample costs the target dearly, and the tools
+// poll with a timeout anyway.
+//
+// follow (not with `all`): the descendants too, as perf record's inherit:
+// the events follow every task pid creates (threads and child processes),
+// the session takes every sample of its events (SFRAME_TARGET_EVENTS), and
+// `tasks` reports each new process, exec and executable mapping.  Without
+// follow, the session takes process pid's samples only and `tasks` is
+// empty.
 struct Sampling {
   sframe::PerfEvent event;
   sframe::Session session;
+  sframe::PerfEvent tasks;
 };
-Sampling open_sampling(pid_t pid, bool all, bool command, uint64_t hz,
+Sampling open_sampling(pid_t pid, bool all, bool command, bool follow, uint64_t hz,
                        sframe::SessionOptions options);
 
 // A command forked stopped: the child waits on a pipe, then execs argv.  If
@@ -86,6 +97,38 @@ class CoverageKeeper {
   uint64_t eager_until_ = 0;
   dev_t self_dev_ = 0;
   ino_t self_ino_ = 0;
+};
+
+// SFrame for the processes a profiled command creates (and for the ones it
+// execs), from the side-band records of Sampling::tasks: an executable
+// mapping of a process makes it due for coverage (ProcessCoverage) at once
+// and every 10 ms for the next 200 ms, while its loader maps the rest; an
+// exit forgets it.  A process's samples taken before its SFrame is supplied
+// (a few ms after its exec) may stop early; a fork child starts with its
+// parent's supplied sections (the module copies them).
+class DescendantCoverage {
+ public:
+  // verbose: as CoverageKeeper, with the pid and how long after its exec
+  // the supply was done.
+  DescendantCoverage(const std::string& tool, bool verbose);
+  void note(const sframe::TaskEvent& ev);
+  // Covers the processes that are due.  Never throws.
+  void refresh();
+  // Whether a process is in its 200 ms of covering every 10 ms.
+  bool eager() const;
+
+ private:
+  struct Proc {
+    std::unique_ptr<sframe::ProcessCoverage> coverage;
+    uint64_t next = 0, until = 0;
+    uint64_t exec_ns = 0;  // CLOCK_MONOTONIC of its last exec, if seen
+    uint64_t seen_ns = 0;  // when its first mapping since was read here
+  };
+  std::string tool_;
+  bool verbose_;
+  sframe::Device dev_;
+  sframe::SframeCache cache_;
+  std::map<pid_t, Proc> procs_;
 };
 
 }  // namespace tools

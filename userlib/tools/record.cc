@@ -121,7 +121,7 @@ int cmd_record(int argc, char** argv) {
 
   sframe::SessionOptions so;
   if (sframe_only) so.unwind_flags = SFRAME_UNWIND_F_SFRAME;
-  tools::Sampling sampling = tools::open_sampling(pid, all, command, hz, so);
+  tools::Sampling sampling = tools::open_sampling(pid, all, command, /*follow=*/false, hz, so);
   sframe::PerfEvent& ev = sampling.event;
   sframe::Session& session = sampling.session;
 

@@ -2,20 +2,24 @@
 // unwound by the sframe_unwind module) into a data file, and reports them
 // offline: folded stacks, a table of the hottest functions, a flame graph.
 //
-//   sframe-prof record [-F HZ] [-o FILE] [-v] [--device PATH] (-p PID | -a | -- COMMAND ARGS...)
+//   sframe-prof record [-F HZ] [-o FILE] [-v] [--no-inherit] [--device PATH]
+//                      (-p PID | -a | -- COMMAND ARGS...)
 //   sframe-prof report [-i FILE] [--folded | --top N | --svg FILE]
 //
 // The data file's format: docs/sframe-prof-format.md.
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -37,10 +41,12 @@ void on_signal(int sig) { g_signal = sig; }
 
 int usage(FILE* out) {
   std::fprintf(out,
-               "usage: sframe-prof record [-F HZ] [-o FILE] [-v] [--device PATH] "
+               "usage: sframe-prof record [-F HZ] [-o FILE] [-v] [--no-inherit] [--device PATH] "
                "(-p PID | -a | -- COMMAND [ARGS...])\n"
                "       sframe-prof report [-i FILE] [--folded | --top N | --svg FILE]\n"
-               "record writes stitched stacks to FILE (default %s); report reads it.\n",
+               "record writes stitched stacks to FILE (default %s); report reads it.\n"
+               "record follows the threads and child processes the target creates, and what\n"
+               "they exec; --no-inherit: the target process (its threads) only.\n",
                kDefaultFile);
   return out == stderr ? 2 : 0;
 }
@@ -100,6 +106,11 @@ std::string advice(const sframe::Error& e, const std::string& device) {
            "less, -1 for everything).  As root: `sysctl kernel.perf_event_paranoid=2` "
            "(or 1, 0), or run sframe-prof with CAP_PERFMON (or as root).";
   }
+  if (e.op() == sframe::op::kSessionStart && err == EINVAL) {
+    return "the loaded sframe_unwind module may be older than this sframe-prof (it cannot "
+           "follow child processes: ABI version 2): install the current module (`make "
+           "install`) and reload it, or record with --no-inherit.";
+  }
   if (e.op() == sframe::op::kSessionStart && err == ENOTTY) {
     return "the loaded sframe_unwind module is older than this sframe-prof and has no "
            "sessions: install the current module (`make install`), then reload it "
@@ -126,12 +137,59 @@ class MappingTracker {
       snapshot(pid);
       return;
     }
+    // Its number may belong to another process by now.
+    if (it->second.exited) return;
     if (tools::now_ms() < it->second.next_read) return;
     for (uint64_t ip : s.user) {
       if (!it->second.covers(ip)) {
         snapshot(pid);
         return;
       }
+    }
+  }
+
+  // A side-band record (in time order with the samples): a fork child
+  // starts with its parent's name and mappings, an exec renames, an
+  // executable mapping replaces what it overlaps.
+  void note(const sframe::TaskEvent& ev) {
+    const pid_t pid = static_cast<pid_t>(ev.pid);
+    switch (ev.kind) {
+      case sframe::TaskEvent::Kind::kFork: {
+        if (!ev.new_process()) return;
+        auto parent = procs_.find(static_cast<pid_t>(ev.ppid));
+        Proc& p = procs_[pid];
+        p = parent != procs_.end() ? parent->second : Proc{};
+        p.exited = false;
+        p.next_read = tools::now_ms() + 200;
+        if (!p.comm.empty()) w_->comm(pid, p.comm);
+        for (const auto& m : p.maps) {
+          w_->mapping({pid, std::get<0>(m), std::get<1>(m), std::get<2>(m), std::get<3>(m)});
+        }
+        return;
+      }
+      case sframe::TaskEvent::Kind::kComm: {
+        // A thread's own name is not the process's.
+        if (ev.pid != ev.tid && !ev.exec) return;
+        Proc& p = procs_[pid];
+        p.exited = false;
+        if (ev.name != p.comm) {
+          w_->comm(pid, ev.name);
+          p.comm = ev.name;
+        }
+        return;
+      }
+      case sframe::TaskEvent::Kind::kMmap: {
+        // Files only ("//anon", "[vdso]" are not).
+        if (ev.name.size() < 2 || ev.name[0] != '/' || ev.name[1] == '/') return;
+        Proc& p = procs_[pid];
+        p.exited = false;
+        if (p.next_read == 0) p.next_read = tools::now_ms() + 200;
+        add(pid, &p, ev.start, ev.start + ev.len, ev.pgoff, ev.name);
+        return;
+      }
+      case sframe::TaskEvent::Kind::kExit:
+        if (ev.process_exit()) procs_[pid].exited = true;
+        return;
     }
   }
 
@@ -147,24 +205,30 @@ class MappingTracker {
     std::vector<sframe::FileMapping> maps;
     if (pid == 0 || !sframe::read_file_mappings(pid, &maps)) return;
     for (const sframe::FileMapping& m : maps) {
-      if (!m.executable) continue;
-      const auto key = std::make_tuple(m.start, m.end, m.offset, m.path);
-      if (p.maps.count(key)) continue;
-      // Drop what it replaces.
-      for (auto o = p.maps.begin(); o != p.maps.end();) {
-        if (std::get<0>(*o) < m.end && m.start < std::get<1>(*o)) {
-          o = p.maps.erase(o);
-        } else {
-          ++o;
-        }
-      }
-      p.maps.insert(key);
-      w_->mapping({pid, m.start, m.end, m.offset, m.path});
+      if (m.executable) add(pid, &p, m.start, m.end, m.offset, m.path);
     }
   }
 
  private:
+  struct Proc;
+  void add(pid_t pid, Proc* p, uint64_t start, uint64_t end, uint64_t offset,
+           const std::string& path) {
+    const auto key = std::make_tuple(start, end, offset, path);
+    if (p->maps.count(key) || end <= start || path.empty()) return;
+    // Drop what it replaces.
+    for (auto o = p->maps.begin(); o != p->maps.end();) {
+      if (std::get<0>(*o) < end && start < std::get<1>(*o)) {
+        o = p->maps.erase(o);
+      } else {
+        ++o;
+      }
+    }
+    p->maps.insert(key);
+    w_->mapping({pid, start, end, offset, path});
+  }
+
   struct Proc {
+    bool exited = false;  // its exit record was seen
     std::string comm;
     std::set<std::tuple<uint64_t, uint64_t, uint64_t, std::string>> maps;
     uint64_t next_read = 0;
@@ -205,7 +269,7 @@ int cmd_record(int argc, char** argv) {
   std::string output = kDefaultFile;
   std::string device = SFRAME_UNWIND_DEVICE;
   pid_t pid = 0;
-  bool all = false, verbose = false;
+  bool all = false, verbose = false, inherit = true;
   int cmd_at = -1;
   for (int i = 0; i < argc; i++) {
     const std::string a = argv[i];
@@ -226,6 +290,8 @@ int cmd_record(int argc, char** argv) {
       all = true;
     } else if (a == "-v") {
       verbose = true;
+    } else if (a == "--no-inherit") {
+      inherit = false;
     } else if (a == "--device" && i + 1 < argc) {
       device = argv[++i];
     } else {
@@ -249,9 +315,11 @@ int cmd_record(int argc, char** argv) {
   }
   sframe::SessionOptions so;
   so.device = device;
-  tools::Sampling sampling = tools::open_sampling(pid, all, command, hz, so);
+  const bool follow = inherit && !all;
+  tools::Sampling sampling = tools::open_sampling(pid, all, command, follow, hz, so);
   sframe::PerfEvent& ev = sampling.event;
   sframe::Session& session = sampling.session;
+  sframe::PerfEvent& tasks = sampling.tasks;
 
   out.meta("hz", std::to_string(hz));
   out.meta("kernel", session.kernel_visible() ? "visible" : "hidden");
@@ -261,6 +329,7 @@ int cmd_record(int argc, char** argv) {
     for (int i = cmd_at; i < argc; i++) target += std::string(" ") + argv[i];
   }
   out.meta("target", target);
+  if (!all) out.meta("inherit", follow ? "yes" : "no");
 
   struct sigaction sa {};
   sa.sa_handler = on_signal;
@@ -269,6 +338,8 @@ int cmd_record(int argc, char** argv) {
 
   std::unique_ptr<tools::CoverageKeeper> coverage;
   if (!all) coverage = std::make_unique<tools::CoverageKeeper>(pid, command, kTool, verbose);
+  std::unique_ptr<tools::DescendantCoverage> descendants;
+  if (follow) descendants = std::make_unique<tools::DescendantCoverage>(kTool, verbose);
   if (command) coverage->prepare(child->program());
   coverage ? coverage->begin() : void();
   MappingTracker tracker(&out);
@@ -278,16 +349,62 @@ int cmd_record(int argc, char** argv) {
   } else {
     if (coverage) coverage->refresh();  // covered before the first sample
     ev.enable();
+    if (follow) tasks.enable();
   }
 
   Status status;
   uint64_t samples = 0, lost = 0;
   std::vector<sframe::Record> recs;
+  std::vector<sframe::TaskEvent> news;
+  // Side-band records not written yet, oldest first: each goes into the
+  // file before the first sample taken after it, so that the report reads
+  // a process's name and mappings before its samples.  A sample reaches us
+  // at most sample_max_wait_ms (250 ms by default) after it was taken, so
+  // a record older than kHoldNs precedes every sample still to come.
+  constexpr uint64_t kHoldNs = 1000000000;
+  std::deque<sframe::TaskEvent> held;
+  auto write_held = [&](uint64_t until_ns) {
+    while (!held.empty() && held.front().time <= until_ns) {
+      tracker.note(held.front());
+      held.pop_front();
+    }
+  };
+  std::vector<pollfd> fds;
+  fds.push_back({session.fd(), POLLIN, 0});
+  for (size_t i = 0; i < tasks.size(); i++) fds.push_back({tasks.fd(i), POLLIN, 0});
   auto consume = [&](int timeout) {
     recs.clear();
-    const size_t n = session.poll_read(&recs, timeout);
+    size_t n = 0;
+    if (follow) {
+      for (pollfd& f : fds) f.revents = 0;
+      if (poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) {
+        throw sframe::Error(errno, sframe::op::kSessionPoll, "session and perf side-band");
+      }
+      // An event whose task exited says POLLHUP for good; its ring (which
+      // the children's inherited events write into) is still read.
+      for (size_t i = 1; i < fds.size(); i++) {
+        if (fds[i].revents & (POLLHUP | POLLERR)) fds[i].fd = -1;
+      }
+      n = session.read(&recs);
+      news.clear();
+      n += tasks.read_task_events(&news);
+      // New processes are covered first, then the records are filed.
+      for (const sframe::TaskEvent& t : news) descendants->note(t);
+      descendants->refresh();
+      std::sort(news.begin(), news.end(), [](const sframe::TaskEvent& a,
+                                             const sframe::TaskEvent& b) { return a.time < b.time; });
+      std::deque<sframe::TaskEvent> merged;
+      std::merge(held.begin(), held.end(), news.begin(), news.end(), std::back_inserter(merged),
+                 [](const sframe::TaskEvent& a, const sframe::TaskEvent& b) {
+                   return a.time < b.time;
+                 });
+      held.swap(merged);
+    } else {
+      n = session.poll_read(&recs, timeout);
+    }
     for (const sframe::Record& r : recs) {
       if (r.is_sample()) {
+        write_held(r.sample.time);
         tracker.before_sample(r.sample);
         out.sample(r.sample);
         samples++;
@@ -296,6 +413,10 @@ int cmd_record(int argc, char** argv) {
         lost += r.lost;
       }
     }
+    if (follow) {
+      const uint64_t now_ns = tools::now_ns();
+      if (now_ns > kHoldNs) write_held(now_ns - kHoldNs);
+    }
     ev.drain();
     return n;
   };
@@ -303,12 +424,14 @@ int cmd_record(int argc, char** argv) {
   uint64_t next_snapshot = 0;
   while (!g_signal) {
     if (coverage) coverage->refresh();
-    // The target's mappings, while it can still be read.
-    if (!all && tools::now_ms() >= next_snapshot && (!command || coverage->exec_done())) {
+    // The target's mappings, while it can still be read (following, the
+    // side-band records say what it maps).
+    if (!all && !follow && tools::now_ms() >= next_snapshot &&
+        (!command || coverage->exec_done())) {
       tracker.snapshot(pid);
       next_snapshot = tools::now_ms() + (coverage->eager() ? 20 : 250);
     }
-    consume(coverage && coverage->eager() ? 10 : 100);
+    consume((coverage && coverage->eager()) || (descendants && descendants->eager()) ? 10 : 100);
     status.update(samples, lost, false);
     if (command) {
       int st;
@@ -340,6 +463,7 @@ int cmd_record(int argc, char** argv) {
   for (uint64_t quiet_since = tools::now_ms(); tools::now_ms() - quiet_since < 300;) {
     if (consume(100)) quiet_since = tools::now_ms();
   }
+  write_held(UINT64_MAX);
   const sframe::SessionStats st = session.stats();
   if (st.lost_capture) out.meta("lost_at_capture", std::to_string(st.lost_capture));
   out.close();

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "sframe_client/fd.h"
@@ -42,6 +43,22 @@ struct PerfCounts {
   uint64_t bytes = 0;    // ring-buffer bytes consumed
 };
 
+// A side-band record of perf (read_task_events()): what a followed task did.
+struct TaskEvent {
+  enum class Kind { kMmap, kComm, kFork, kExit };
+  Kind kind = Kind::kMmap;
+  uint32_t pid = 0, tid = 0;    // the task (kFork: the new one)
+  uint32_t ppid = 0, ptid = 0;  // kFork, kExit: the parent
+  uint64_t time = 0;            // CLOCK_MONOTONIC ns
+  uint64_t start = 0, len = 0, pgoff = 0;  // kMmap: an executable file mapping
+  bool exec = false;            // kComm: the name an exec gave
+  std::string name;             // kMmap: the file's path; kComm: the task's name
+
+  // A new process (not a thread) was forked, or a whole process exited.
+  bool new_process() const { return kind == Kind::kFork && pid != ppid; }
+  bool process_exit() const { return kind == Kind::kExit && pid == tid; }
+};
+
 // Movable, not copyable; closes its events on destruction.
 class PerfEvent {
  public:
@@ -60,6 +77,14 @@ class PerfEvent {
   static PerfEvent open_process(pid_t pid, const PerfEventOptions& options = {});
   // One event per online CPU for every task (pid -1), created disabled.
   static PerfEvent open_all_cpus(const PerfEventOptions& options = {});
+  // Side-band events on process pid, as open_process() places them (with
+  // options.inherit: in every task it creates later too): a software dummy
+  // event that samples nothing and reports executable file mappings
+  // (PERF_RECORD_MMAP2), names and execs (COMM), forks and exits, as perf
+  // record's own side-band event does.  Each record wakes poll() on fd(i)
+  // (a watermark of one byte): a profiler learns of an exec at once.  Read
+  // them with read_task_events(), not drain().
+  static PerfEvent open_task_events(pid_t pid, const PerfEventOptions& options = {});
 
   // PERF_EVENT_IOC_ENABLE / DISABLE on every event.  Throws
   // sframe::Error(op::kPerfEventIoctl).
@@ -68,6 +93,12 @@ class PerfEvent {
 
   // Discards what the ring buffers hold; returns the totals so far.
   PerfCounts drain();
+  // Of events from open_task_events(): appends the records the ring
+  // buffers hold to out (in each ring's order; rings are per CPU, so sort
+  // by time to merge them) and frees their space.  A record too short for
+  // its type is skipped; PERF_RECORD_LOST adds to counts().lost.  Returns
+  // the number appended.
+  size_t read_task_events(std::vector<TaskEvent>* out);
   const PerfCounts& counts() const noexcept { return counts_; }
 
   size_t size() const noexcept { return events_.size(); }
@@ -78,7 +109,9 @@ class PerfEvent {
     UniqueFd fd;
     MappedRegion ring;
   };
-  static Event open_one(pid_t pid, int cpu, const PerfEventOptions& options);
+  static Event open_one(pid_t pid, int cpu, const PerfEventOptions& options,
+                        bool task_events = false);
+  static PerfEvent open_per_thread(pid_t pid, const PerfEventOptions& options, bool task_events);
   void ioctl_all(unsigned long request) const;
 
   std::vector<Event> events_;

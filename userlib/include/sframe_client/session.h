@@ -36,6 +36,7 @@ enum class Target : uint32_t {
   kThread = SFRAME_TARGET_THREAD,
   kProcess = SFRAME_TARGET_PROCESS,
   kAll = SFRAME_TARGET_ALL,
+  kEvents = SFRAME_TARGET_EVENTS,  // whatever task this process's events sample (ABI 2)
 };
 
 // The optional fields of SFRAME_IOC_SESSION_START (0: the module's default).
@@ -106,7 +107,7 @@ class Session {
 
   // Opens options.device (O_RDWR | O_NONBLOCK | O_CLOEXEC) and issues
   // SFRAME_IOC_SESSION_START.  target_id: a tid (kThread), a pid
-  // (kProcess), 0 (kAll).  Throws sframe::Error: op::kOpen for the device,
+  // (kProcess), 0 (kAll, kEvents).  Throws sframe::Error: op::kOpen for the device,
   // op::kSessionStart with the uapi's errnos (ENOTTY from a module without
   // sessions).
   static Session start(Target target, pid_t target_id, const SessionOptions& options = {});
