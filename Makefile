@@ -26,8 +26,9 @@ demo:
 # Every test: host unit tests and fuzzing, then the VM suite on Debian's
 # stock kernels.  Installs its own dependencies with apt.
 # KERNELS="6.1 6.12" (the default), KERNELS=all (also the PREEMPT_RT
-# flavours that are installed), or any list of series/versions: the
-# kernels the VM suite runs on (scripts/run-tests.sh).
+# flavours of both, "6.1-rt 6.12-rt", which install-deps.sh then installs),
+# or any list of series/versions: the kernels the VM suite runs on
+# (scripts/run-tests.sh).
 check:
 	KERNELS="$(KERNELS)" scripts/run-tests.sh
 

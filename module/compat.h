@@ -11,7 +11,9 @@
 #define SFRAME_COMPAT_H
 
 #include <linux/version.h>
+#include <linux/irq_work.h>
 #include <linux/mm.h>
+#include <linux/preempt.h>
 #include <linux/ptrace.h>
 #include <linux/security.h>
 #include <asm/ibt.h>
@@ -104,6 +106,51 @@ static inline int sframe_call_security_perf_event_open(void *fn,
 	if (SFRAME_SECURITY_PERF_OPEN_HAS_ATTR)
 		return ((int (*)(struct perf_event_attr *, int))fn)(attr, type);
 	return ((int (*)(int))fn)(type);
+}
+
+/*
+ * PREEMPT_RT (Debian's linux-image-rt-amd64, 6.1, and
+ * linux-image-6.12-rt-amd64) changes what atomic context may do:
+ *
+ * - spinlock_t, rwlock_t, wait queues (their lock is a spinlock_t) and the
+ *   slab allocator take sleeping locks (rt_mutex), so code that runs with
+ *   preemption or interrupts off may use none of them: not in a hard
+ *   interrupt, not in a kprobe handler, not in a tracepoint probe.  The
+ *   perf sample path is all three on RT as elsewhere: perf's cpu-clock and
+ *   task-clock hrtimers expire in hard interrupt context (HRTIMER_MODE_*_HARD
+ *   on every kernel), software events (page faults, context switches) run
+ *   perf_sw_event() with preemption off, hardware ones come in NMI, and the
+ *   kprobe on perf_prepare_sample() runs with preemption off in any case.
+ *   raw_spinlock_t, atomics, llists, RCU readers, irq_work_queue(),
+ *   task_work_add() and schedule_delayed_work() stay allowed there.
+ * - An irq_work runs in the per-CPU irq_work/N thread, preemptible, unless
+ *   it is marked IRQ_WORK_HARD_IRQ (IRQ_WORK_INIT_HARD), which runs it in
+ *   the interrupt as without RT.  What must run before the interrupted task
+ *   continues (queueing the task_work of a sample taken in NMI) is hard;
+ *   what needs sleeping locks (waking a reader) is not.
+ * - put_task_struct() from atomic context defers the free through RCU
+ *   (on 6.12, and on Debian's 6.1 through the stable backport of "kernel/
+ *   fork: beware of __put_task_struct() calling context"), so it is safe
+ *   anywhere but NMI on all four kernels.  task_work_add(TWA_RESUME)
+ *   takes no lock on either kernel.
+ *
+ * Whether the caller may take a spinlock_t or wake a wait queue here:
+ * anywhere but in NMI without RT; on RT, only where it could sleep.  Where
+ * it may not, callers defer the wakeup to a plain irq_work (an interrupt
+ * without RT, the irq_work thread with it).
+ */
+static inline bool sframe_may_take_spinlock(void)
+{
+	if (IS_ENABLED(CONFIG_PREEMPT_RT))
+		return preemptible();
+	return !in_nmi();
+}
+
+/* An irq_work that must run in the interrupt even on RT. */
+static inline void sframe_init_irq_work_hard(struct irq_work *work,
+					     void (*func)(struct irq_work *))
+{
+	*work = IRQ_WORK_INIT_HARD(func);
 }
 
 #endif /* SFRAME_COMPAT_H */

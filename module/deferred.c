@@ -42,7 +42,15 @@
  * Samples that can have no user stack (kernel threads, tasks whose mm is
  * gone or that exit, 32-bit tasks) are delivered from an irq_work.  From
  * NMI, task_work_add() is not allowed on 6.1 either, so an irq_work queues
- * it (NMI -> irq_work -> task_work).
+ * it (NMI -> irq_work -> task_work): a hard one, which runs before the
+ * interrupted task continues even on PREEMPT_RT, where a plain irq_work
+ * runs later in a thread and the task could have gone back to user space
+ * meanwhile (its unwind would then see another entry's stack).
+ *
+ * On PREEMPT_RT nothing on the sample path may take a sleeping lock
+ * (compat.h): the pools and requests are lock-free, the consumer's ring
+ * takes a raw spinlock, and the one wakeup made here (unload waiting for
+ * the last request) is left to an irq_work where the caller is atomic.
  */
 #include <linux/irq_work.h>
 #include <linux/moduleparam.h>
@@ -62,6 +70,7 @@
 #include <linux/workqueue.h>
 #include <asm/unwind.h>
 
+#include "compat.h"
 #include "deferred.h"
 #include "ksyms.h"
 #include "sframe_unwind.h"
@@ -161,6 +170,15 @@ static bool sframe_pools_ready;
 /* Requests in use: unload waits for zero. */
 static atomic_t sframe_requests_busy = ATOMIC_INIT(0);
 
+/* The wakeup of that wait, from a caller that may not make it (RT). */
+static void sframe_requests_idle_wake(struct irq_work *work)
+{
+	wake_up_var(&sframe_requests_busy);
+}
+
+static struct irq_work sframe_requests_idle_work =
+	IRQ_WORK_INIT(sframe_requests_idle_wake);
+
 static void sframe_flush_fn(struct work_struct *work);
 static DECLARE_DELAYED_WORK(sframe_flush_work, sframe_flush_fn);
 
@@ -245,7 +263,7 @@ static u32 sframe_capture_kernel(struct pt_regs *regs, u64 *ips, u32 max)
 	return n;
 }
 
-/* Deliver samples that have no user stack (IRQ context). */
+/* Deliver samples that have no user stack (IRQ context; on RT a thread). */
 static void sframe_immediate_run(struct irq_work *work)
 {
 	struct sframe_immediate *imm =
@@ -278,13 +296,21 @@ static void sframe_request_put(struct sframe_request *req)
 {
 	if (!atomic_dec_and_test(&req->ref))
 		return;
-	/* Any context but NMI: the task is alive (it owned the request). */
+	/*
+	 * Any context but NMI: the task is alive (it owned the request), and
+	 * put_task_struct() defers the free where it must (compat.h).
+	 */
 	put_task_struct(req->task);
 	req->task = NULL;
 	atomic_long_set_release(&req->owner, 0);
 	sframe_pool_push(&sframe_request_pool, req->home_cpu, &req->free_node);
-	if (atomic_dec_and_test(&sframe_requests_busy))
-		wake_up_var(&sframe_requests_busy);
+	if (atomic_dec_and_test(&sframe_requests_busy)) {
+		/* The wait queue's lock sleeps on RT. */
+		if (sframe_may_take_spinlock())
+			wake_up_var(&sframe_requests_busy);
+		else
+			irq_work_queue(&sframe_requests_idle_work);
+	}
 }
 
 /*
@@ -441,7 +467,7 @@ static void sframe_flush_kick(void)
 				      msecs_to_jiffies(sframe_max_wait_ms()));
 }
 
-/* IRQ context, right after the NMI that made the request. */
+/* Hard IRQ context (even on RT), right after the NMI that made the request. */
 static void sframe_queue_unwind_irq(struct irq_work *work)
 {
 	struct sframe_request *req =
@@ -703,7 +729,8 @@ int sframe_deferred_prepare(void)
 
 		req->home_cpu = i / REQUESTS_PER_CPU;
 		init_task_work(&req->twork, sframe_unwind_work);
-		init_irq_work(&req->queue_work, sframe_queue_unwind_irq);
+		sframe_init_irq_work_hard(&req->queue_work,
+					  sframe_queue_unwind_irq);
 	}
 	for_each_possible_cpu(cpu) {
 		for (i = 0; i < SAMPLES_PER_CPU; i++) {
@@ -772,6 +799,7 @@ void sframe_deferred_exit(void)
 	/* Those already running: wait for them to finish... */
 	wait_var_event(&sframe_requests_busy,
 		       !atomic_read(&sframe_requests_busy));
+	irq_work_sync(&sframe_requests_idle_work);
 	/* ...and to have left module text (a voluntary switch or user). */
 	synchronize_rcu_tasks();
 

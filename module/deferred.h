@@ -63,7 +63,9 @@ struct sframe_deferred_ops {
 	void (*unwind_params)(u32 *max_frames, u32 *methods);
 	/*
 	 * A sample is done: its user stack is in stacks (NULL when it has
-	 * none; flags say why).  Process or IRQ context, never NMI.
+	 * none; flags say why).  Process or IRQ context, never NMI; on
+	 * PREEMPT_RT atomic too (the sample path itself, or a hard
+	 * irq_work), so it must not take a sleeping lock (compat.h).
 	 */
 	void (*deliver)(const struct sframe_sample *smp, u32 flags,
 			const struct sframe_user_stacks *stacks);

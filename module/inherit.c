@@ -8,24 +8,34 @@
  * the mm, and the kernel gives a module no hook in dup_mmap().  So the
  * module listens to the task_newtask tracepoint (every new task, in
  * copy_process(), after the mm is copied) and, for a child with an address
- * space of its own whose parent has such sections, takes a snapshot of
- * them there and then (the parent may change its registry as soon as
- * fork() returns, before the child runs) and queues a task_work on the
- * child: it runs before the child's first instruction in user space, in
- * the child, where it may sleep, and adds the snapshot's entries to the
- * child's registry.  Discovered sections are not copied: discovery finds
- * them again.
+ * space of its own whose parent has such sections, queues two task_works:
+ * one on the parent thread, which runs before fork() returns to its user
+ * space, and one on the child, which runs before the child's first
+ * instruction in user space.  The first of the two to run takes a snapshot
+ * of the parent's registered and supplied sections (sharing the bytes of
+ * supplied ones by reference); the child's adds the snapshot's entries to
+ * its own registry.  So the snapshot is the parent's registry as it was
+ * when the fork ended, before either side ran user code again (the parent
+ * may change its registry as soon as fork() returns), as if taken in the
+ * tracepoint.  Discovered sections are not copied: discovery finds them
+ * again.
  *
- * The tracepoint probe runs with preemption off: the snapshot is taken
- * lock-free under RCU, allocated with GFP_NOWAIT (a failure is counted in
- * forks_not_inherited), and shares the bytes of supplied sections by
- * reference instead of copying them.
+ * The snapshot is not taken in the tracepoint probe itself: the probe runs
+ * with preemption off, where PREEMPT_RT allows no allocation (compat.h).
+ * The probe allocates nothing and takes no lock: the work items come from
+ * per-CPU pools filled at load (a fork that finds its CPU's pool empty is
+ * counted in forks_not_inherited), popped only by the probe on its own CPU
+ * with preemption off, given back from anywhere.  Each item is referenced
+ * by its two task_works; module exit cancels those not yet run.
  */
+#include <linux/percpu.h>
 #include <linux/sched.h>
+#include <linux/sched/mm.h>
 #include <linux/sched/task.h>
 #include <linux/slab.h>
 #include <linux/task_work.h>
 #include <linux/tracepoint.h>
+#include <linux/vmalloc.h>
 #include <linux/wait_bit.h>
 
 #include "inherit.h"
@@ -33,89 +43,156 @@
 #include "registry.h"
 #include "stats.h"
 
-struct sframe_inherit_work {
-	struct callback_head twork;
-	struct list_head node;       /* in sframe_inherit_list */
-	struct task_struct *child;   /* referenced */
-	struct sframe_snapshot *snap; /* the parent's, at the fork */
+/* Forks of processes with registered sections in flight on one CPU. */
+#define SFRAME_FORKS_PER_CPU 64
+
+struct sframe_fork {
+	struct callback_head parent_work; /* in the parent, before fork() returns */
+	struct callback_head child_work;  /* in the child, before user space */
+	atomic_t ref;                /* the two works; 0 when free */
+	struct task_struct *parent;  /* referenced while in use */
+	struct task_struct *child;   /* referenced while in use */
+	struct mm_struct *mm;        /* the parent's, grabbed while in use */
+	struct mutex lock;           /* taken, snap, failed */
+	bool taken;                  /* the snapshot was taken */
+	bool failed;                 /* ...and there was no memory for it */
+	struct sframe_snapshot *snap; /* NULL once the child consumed it */
+	struct llist_node free_node;
+	u32 home_cpu;
 };
 
 static struct tracepoint *sframe_newtask_tp;
-/* Work items queued and not yet run: module exit cancels them. */
-static LIST_HEAD(sframe_inherit_list);
-static DEFINE_SPINLOCK(sframe_inherit_lock);
-/* Work items not yet freed, queued or running. */
-static atomic_t sframe_inherit_pending = ATOMIC_INIT(0);
+static DEFINE_PER_CPU(struct llist_head, sframe_fork_pool);
+static struct sframe_fork *sframe_fork_mem; /* all CPUs' items */
+static unsigned int sframe_nr_forks;
+/* Items in use: exit waits for zero. */
+static atomic_t sframe_forks_busy = ATOMIC_INIT(0);
 
-static void sframe_inherit_free(struct sframe_inherit_work *w)
+/*
+ * Drop a reference.  The last one is dropped by a task_work or by module
+ * exit (process context): the probe holds none of its own, and when it
+ * gives one up, the other remains.
+ */
+static void sframe_fork_put(struct sframe_fork *f)
 {
-	sframe_snapshot_free(w->snap);
-	put_task_struct(w->child);
-	kfree(w);
-	if (atomic_dec_and_test(&sframe_inherit_pending))
-		wake_up_var(&sframe_inherit_pending);
+	if (!atomic_dec_and_test(&f->ref))
+		return;
+	sframe_snapshot_free(f->snap);
+	f->snap = NULL;
+	mmdrop(f->mm);
+	put_task_struct(f->parent);
+	put_task_struct(f->child);
+	f->mm = NULL;
+	f->parent = NULL;
+	f->child = NULL;
+	llist_add(&f->free_node, per_cpu_ptr(&sframe_fork_pool, f->home_cpu));
+	if (atomic_dec_and_test(&sframe_forks_busy))
+		wake_up_var(&sframe_forks_busy);
 }
 
-static void sframe_inherit_run(struct callback_head *twork)
+/* The first of the parent and the child to get here takes the snapshot. */
+static void sframe_fork_snapshot(struct sframe_fork *f)
 {
-	struct sframe_inherit_work *w =
-		container_of(twork, struct sframe_inherit_work, twork);
+	const gfp_t gfp = GFP_NOWAIT | __GFP_NOWARN | __GFP_ACCOUNT;
 
-	spin_lock(&sframe_inherit_lock);
-	list_del_init(&w->node);
-	spin_unlock(&sframe_inherit_lock);
-	/* No mm: the child is exiting before it ever ran in user space. */
-	if (current->mm) {
+	mutex_lock(&f->lock);
+	if (!f->taken) {
+		f->snap = sframe_snapshot_take(f->mm, gfp, &f->failed);
+		f->taken = true;
+	}
+	mutex_unlock(&f->lock);
+}
+
+static void sframe_fork_parent_run(struct callback_head *twork)
+{
+	struct sframe_fork *f =
+		container_of(twork, struct sframe_fork, parent_work);
+
+	sframe_fork_snapshot(f);
+	sframe_fork_put(f);
+}
+
+static void sframe_fork_child_run(struct callback_head *twork)
+{
+	struct sframe_fork *f =
+		container_of(twork, struct sframe_fork, child_work);
+	struct sframe_snapshot *snap;
+
+	sframe_fork_snapshot(f);
+	/* The parent's work only takes it: taken, snap is ours alone. */
+	snap = f->snap;
+	f->snap = NULL;
+	if (f->failed) {
+		atomic64_inc(&sframe_counters.forks_not_inherited);
+	} else if (snap && !current->mm) {
+		/* The child is exiting before it ever ran in user space. */
+		sframe_snapshot_free(snap);
+	} else if (snap) {
 		/* Consumes the snapshot. */
-		if (sframe_snapshot_apply(current->mm, w->snap))
+		if (sframe_snapshot_apply(current->mm, snap))
 			atomic64_inc(&sframe_counters.forks_not_inherited);
 		else
 			atomic64_inc(&sframe_counters.forks_inherited);
-		w->snap = NULL;
 	}
-	sframe_inherit_free(w);
+	sframe_fork_put(f);
+}
+
+/* Preemption off (a tracepoint probe): no lock, no allocation. */
+static struct sframe_fork *sframe_fork_pop(void)
+{
+	struct llist_node *node;
+
+	/* The only consumer of this CPU's list: preemption is off. */
+	node = llist_del_first(this_cpu_ptr(&sframe_fork_pool));
+	return node ? container_of(node, struct sframe_fork, free_node) : NULL;
 }
 
 static void sframe_on_newtask(void *data, struct task_struct *child,
 			      unsigned long clone_flags)
 {
-	const gfp_t gfp = GFP_NOWAIT | __GFP_NOWARN | __GFP_ACCOUNT;
 	struct mm_struct *mm = current->mm;
-	struct sframe_inherit_work *w;
-	struct sframe_snapshot *snap;
-	bool failed;
+	struct sframe_fork *f;
 
 	/* Threads and vfork() share the mm, and with it the registry. */
-	if ((clone_flags & CLONE_VM) || !mm || !child->mm)
+	if ((clone_flags & CLONE_VM) || !mm || !child->mm ||
+	    !sframe_snapshot_wanted(mm))
 		return;
-	snap = sframe_snapshot_take(mm, gfp, &failed);
-	if (!snap) {
-		if (failed)
-			atomic64_inc(&sframe_counters.forks_not_inherited);
-		return;
-	}
-	w = kzalloc(sizeof(*w), gfp);
-	if (!w) {
-		sframe_snapshot_free(snap);
+	f = sframe_fork_pop();
+	if (!f) {
 		atomic64_inc(&sframe_counters.forks_not_inherited);
 		return;
 	}
-	init_task_work(&w->twork, sframe_inherit_run);
 	get_task_struct(child);
-	w->child = child;
-	w->snap = snap;
-	atomic_inc(&sframe_inherit_pending);
-	spin_lock(&sframe_inherit_lock);
-	list_add(&w->node, &sframe_inherit_list);
-	spin_unlock(&sframe_inherit_lock);
-	/* The child has not run yet: it runs this on its way to user space. */
-	if (task_work_add(child, &w->twork, TWA_RESUME)) {
-		spin_lock(&sframe_inherit_lock);
-		list_del_init(&w->node);
-		spin_unlock(&sframe_inherit_lock);
+	f->child = child;
+	get_task_struct(current);
+	f->parent = current;
+	mmgrab(mm);
+	f->mm = mm;
+	f->taken = false;
+	f->failed = false;
+	f->snap = NULL;
+	atomic_set(&f->ref, 2);
+	atomic_inc(&sframe_forks_busy);
+	/*
+	 * The child has not run yet (it is woken after copy_process()): its
+	 * work is not refused, nor can it run before the parent's is queued.
+	 * Should it be refused all the same, none of the references given
+	 * back here is the last (copy_process() holds the child, current its
+	 * mm), and no exit waits yet (it unhooks the probe first).
+	 */
+	if (task_work_add(child, &f->child_work, TWA_RESUME)) {
 		atomic64_inc(&sframe_counters.forks_not_inherited);
-		sframe_inherit_free(w);
+		atomic_set(&f->ref, 0);
+		mmdrop(mm);
+		put_task_struct(current);
+		put_task_struct(child);
+		llist_add(&f->free_node, this_cpu_ptr(&sframe_fork_pool));
+		atomic_dec(&sframe_forks_busy);
+		return;
 	}
+	/* Not the last reference: the child's work holds one. */
+	if (task_work_add(current, &f->parent_work, TWA_RESUME))
+		sframe_fork_put(f);
 }
 
 static void sframe_find_newtask(struct tracepoint *tp, void *priv)
@@ -126,6 +203,7 @@ static void sframe_find_newtask(struct tracepoint *tp, void *priv)
 
 int sframe_inherit_init(void)
 {
+	unsigned int cpu, i;
 	int ret;
 
 	for_each_kernel_tracepoint(sframe_find_newtask, NULL);
@@ -133,52 +211,73 @@ int sframe_inherit_init(void)
 		pr_err("sframe_unwind: no task_newtask tracepoint\n");
 		return -ENOENT;
 	}
+	sframe_nr_forks = nr_cpu_ids * SFRAME_FORKS_PER_CPU;
+	sframe_fork_mem = vzalloc(array_size(sframe_nr_forks,
+					     sizeof(*sframe_fork_mem)));
+	if (!sframe_fork_mem)
+		return -ENOMEM;
+	for (i = 0; i < sframe_nr_forks; i++) {
+		struct sframe_fork *f = &sframe_fork_mem[i];
+
+		f->home_cpu = i / SFRAME_FORKS_PER_CPU;
+		mutex_init(&f->lock);
+		init_task_work(&f->parent_work, sframe_fork_parent_run);
+		init_task_work(&f->child_work, sframe_fork_child_run);
+	}
+	for_each_possible_cpu(cpu) {
+		for (i = 0; i < SFRAME_FORKS_PER_CPU; i++)
+			llist_add(&sframe_fork_mem[cpu * SFRAME_FORKS_PER_CPU + i].free_node,
+				  per_cpu_ptr(&sframe_fork_pool, cpu));
+	}
 	ret = tracepoint_probe_register(sframe_newtask_tp,
 					(void *)sframe_on_newtask, NULL);
-	if (ret)
+	if (ret) {
 		pr_err("sframe_unwind: cannot attach to task_newtask (%d)\n",
 		       ret);
+		vfree(sframe_fork_mem);
+		sframe_fork_mem = NULL;
+	}
 	return ret;
 }
 
-static bool sframe_match_inherit(struct callback_head *cb, void *data)
+static bool sframe_match_twork(struct callback_head *cb, void *data)
 {
 	return cb == data;
 }
 
 void sframe_inherit_exit(void)
 {
-	struct sframe_inherit_work *w;
+	struct sframe_fork *f;
+	unsigned int i;
 
 	tracepoint_probe_unregister(sframe_newtask_tp,
 				    (void *)sframe_on_newtask, NULL);
-	/* No probe runs any more: nothing is queued from here on. */
+	/* No probe runs any more: no item is taken from here on. */
 	tracepoint_synchronize_unregister();
-	for (;;) {
-		struct callback_head *cancelled = NULL;
-
-		/*
-		 * Under the lock: a work item on the list has not reached the
-		 * start of sframe_inherit_run(), so it cannot be freed while
-		 * we cancel it.
-		 */
-		spin_lock(&sframe_inherit_lock);
-		w = list_first_entry_or_null(&sframe_inherit_list,
-					     struct sframe_inherit_work, node);
-		if (w) {
-			list_del_init(&w->node);
-			cancelled = sframe_ksyms.task_work_cancel_match(
-				w->child, sframe_match_inherit, &w->twork);
-		}
-		spin_unlock(&sframe_inherit_lock);
-		if (!w)
-			break;
-		/* Not cancelled: it is running now, and frees itself. */
-		if (cancelled)
-			sframe_inherit_free(w);
+	/*
+	 * Cancel the works not yet run; a cancelled work's reference is ours
+	 * to drop.  Holding a reference keeps the item's tasks.  A work not
+	 * cancelled is running, or has run, and drops its own.
+	 */
+	for (i = 0; i < sframe_nr_forks; i++) {
+		f = &sframe_fork_mem[i];
+		if (!atomic_inc_not_zero(&f->ref))
+			continue;
+		if (sframe_ksyms.task_work_cancel_match(f->child,
+							sframe_match_twork,
+							&f->child_work))
+			sframe_fork_put(f);
+		if (sframe_ksyms.task_work_cancel_match(f->parent,
+							sframe_match_twork,
+							&f->parent_work))
+			sframe_fork_put(f);
+		sframe_fork_put(f);
+		if (!(i % 64))
+			cond_resched();
 	}
-	wait_var_event(&sframe_inherit_pending,
-		       !atomic_read(&sframe_inherit_pending));
+	wait_var_event(&sframe_forks_busy, !atomic_read(&sframe_forks_busy));
 	/* And for the last of them to have left module text. */
 	synchronize_rcu_tasks();
+	vfree(sframe_fork_mem);
+	sframe_fork_mem = NULL;
 }

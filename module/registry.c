@@ -984,6 +984,18 @@ struct sframe_snapshot {
 	} entries[];
 };
 
+bool sframe_snapshot_wanted(struct mm_struct *mm)
+{
+	struct sframe_mm *smm;
+	bool wanted;
+
+	rcu_read_lock();
+	smm = sframe_mm_find_rcu(mm);
+	wanted = smm && READ_ONCE(smm->nr_explicit);
+	rcu_read_unlock();
+	return wanted;
+}
+
 struct sframe_snapshot *sframe_snapshot_take(struct mm_struct *mm, gfp_t gfp,
 					     bool *failed)
 {

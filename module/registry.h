@@ -103,10 +103,13 @@ int sframe_registry_list(struct mm_struct *mm, struct sframe_section_info *out,
 /*
  * The sections of mm that a program registered or a profiler supplied
  * (discovery finds the rest again by itself), as they are now, for a fork
- * child.  Any context (gfp says how to allocate).  NULL when there are
- * none, or with *failed set when there was no memory.
+ * child.  Any context where gfp may allocate (not atomic context on
+ * PREEMPT_RT, whatever gfp says).  NULL when there are none, or with
+ * *failed set when there was no memory.
  */
 struct sframe_snapshot;
+/* Whether mm has such sections now.  Any context but NMI; allocates nothing. */
+bool sframe_snapshot_wanted(struct mm_struct *mm);
 struct sframe_snapshot *sframe_snapshot_take(struct mm_struct *mm, gfp_t gfp,
 					     bool *failed);
 /* Add the snapshot's sections to mm (the child's, in the child); frees it. */

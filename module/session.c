@@ -12,8 +12,12 @@
  * wants it, and deferred.c hands it back through the callbacks below once
  * its user stack is known.  Records are written into a session's buffer
  * from a task_work, an irq_work or the interrupt itself, never in NMI, so
- * a spinlock guards the buffer.  The NMI side only looks, under RCU, at
- * the sessions of the one process that owns the sampled event.
+ * a spinlock guards the buffer: a raw one, since on PREEMPT_RT a
+ * spinlock_t sleeps and the interrupt (or the kprobe, preemption off)
+ * writes too.  For the same reason a writer in atomic context on RT
+ * leaves the reader's wakeup to an irq_work (compat.h).  The NMI side only
+ * looks, under RCU, at the sessions of the one process that owns the
+ * sampled event.
  *
  * Owner and target are held as struct pid references, never as numbers: a
  * number reused by another process after an exit matches nothing.  Each
@@ -27,6 +31,7 @@
  */
 #include <linux/capability.h>
 #include <linux/hashtable.h>
+#include <linux/irq_work.h>
 #include <linux/perf_event.h>
 #include <linux/sched/task.h>
 #include <linux/pid_namespace.h>
@@ -61,7 +66,7 @@ struct sframe_session {
 	u32 unwind_flags;
 	u32 wakeup_bytes;      /* wake readers at this fill (0: always) */
 
-	spinlock_t lock;       /* the ring's head and lost counts */
+	raw_spinlock_t lock;   /* the ring's head and lost counts */
 	u8 *ring;
 	u32 ring_size;         /* a power of two */
 	u64 head;              /* bytes ever written (under lock) */
@@ -70,6 +75,7 @@ struct sframe_session {
 	u64 last_cookie;       /* of the last unwind counted */
 	struct mutex read_lock; /* one reader at a time */
 	wait_queue_head_t wait;
+	struct irq_work wake_work; /* wakes wait where the writer may not */
 
 	atomic64_t samples;
 	atomic64_t records;
@@ -228,7 +234,7 @@ static void sframe_session_write(struct sframe_session *s,
 	rec.pid = pid_nr_ns(smp->tgid, s->pid_ns);
 	rec.tid = pid_nr_ns(smp->pid, s->pid_ns);
 
-	spin_lock_irqsave(&s->lock, irqflags);
+	raw_spin_lock_irqsave(&s->lock, irqflags);
 	if (sframe_ring_flush_lost(s, len) && sframe_ring_fits(s, len)) {
 		u64 pos = s->head;
 
@@ -248,12 +254,25 @@ static void sframe_session_write(struct sframe_session *s,
 		s->last_cookie = smp->cookie;
 		atomic64_inc(&s->unwinds);
 	}
-	spin_unlock_irqrestore(&s->lock, irqflags);
+	raw_spin_unlock_irqrestore(&s->lock, irqflags);
 
 	atomic64_inc(written ? &s->records : &s->lost);
 	/* Each wakeup costs the sampled task an IPI and the reader a switch. */
-	if (wake && wq_has_sleeper(&s->wait))
-		wake_up_interruptible(&s->wait);
+	if (wake && wq_has_sleeper(&s->wait)) {
+		if (sframe_may_take_spinlock())
+			wake_up_interruptible(&s->wait);
+		else
+			irq_work_queue(&s->wake_work);
+	}
+}
+
+/* A plain irq_work: on PREEMPT_RT in a thread, where wake_up may sleep. */
+static void sframe_session_wake(struct irq_work *work)
+{
+	struct sframe_session *s =
+		container_of(work, struct sframe_session, wake_work);
+
+	wake_up_interruptible(&s->wait);
 }
 
 static void sframe_sessions_deliver(const struct sframe_sample *smp,
@@ -561,9 +580,10 @@ long sframe_session_start(struct file *file, void __user *uarg)
 		ret = -ENOMEM;
 		goto fail;
 	}
-	spin_lock_init(&s->lock);
+	raw_spin_lock_init(&s->lock);
 	mutex_init(&s->read_lock);
 	init_waitqueue_head(&s->wait);
+	init_irq_work(&s->wake_work, sframe_session_wake);
 
 	req.out_flags = s->kernel_visible ? SFRAME_SESSION_KERNEL_VISIBLE : 0;
 	if (copy_to_user(uarg, &req, min_t(size_t, usize, sizeof(req)))) {
@@ -612,6 +632,8 @@ void sframe_session_release(struct sframe_session *s)
 	mutex_unlock(&sframe_sessions_lock);
 	/* Deliveries walk the hash under RCU and write into the ring. */
 	synchronize_rcu();
+	/* None is left to queue a wakeup; let the last one run. */
+	irq_work_sync(&s->wake_work);
 	sframe_session_free(s, true);
 }
 
@@ -670,10 +692,10 @@ ssize_t sframe_session_read(struct sframe_session *s, struct file *file,
 	if (mutex_lock_interruptible(&s->read_lock))
 		return -ERESTARTSYS;
 	for (;;) {
-		spin_lock_irq(&s->lock);
+		raw_spin_lock_irq(&s->lock);
 		tail = s->tail;
 		head = s->head;
-		spin_unlock_irq(&s->lock);
+		raw_spin_unlock_irq(&s->lock);
 		if (head != tail)
 			break;
 		if (file->f_flags & O_NONBLOCK) {
@@ -699,9 +721,9 @@ ssize_t sframe_session_read(struct sframe_session *s, struct file *file,
 	}
 	ret = done ? done : -EINVAL; /* the next record does not fit */
 advance:
-	spin_lock_irq(&s->lock);
+	raw_spin_lock_irq(&s->lock);
 	s->tail = tail;
-	spin_unlock_irq(&s->lock);
+	raw_spin_unlock_irq(&s->lock);
 out:
 	mutex_unlock(&s->read_lock);
 	return ret;

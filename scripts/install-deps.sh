@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
 # Install everything the build and the tests need, with apt (Debian 12).
+# With KERNELS=all in the environment (`make check KERNELS=all`), or a
+# KERNELS list naming 6.1-rt or 6.12-rt, also the PREEMPT_RT kernels and
+# their headers.
 #
 # Idempotent: checks which packages are missing and does nothing when none
 # is; otherwise (as root, or through passwordless sudo) installs them with
@@ -61,6 +64,23 @@ PKGS=(
 	# its script run by a headless browser (userlib/tests/flamegraph_browser_test.sh)
 	libxml2-dev chromium
 )
+# The PREEMPT_RT flavours of both kernels, for `make check KERNELS=all` (or a
+# KERNELS list naming 6.1-rt / 6.12-rt; scripts/run-tests.sh passes KERNELS
+# on): the VM suite boots them too.  Not installed otherwise: they are big
+# and the default check does not boot them.
+rt_wanted() { # KERNELS: the RT kernel packages it asks for, one a line
+	local spec
+	for spec in $1; do
+		case $spec in
+		all) printf '%s\n' linux-image-rt-amd64 linux-headers-rt-amd64 \
+			linux-image-6.12-rt-amd64 linux-headers-6.12-rt-amd64 ;;
+		6.1-rt) printf '%s\n' linux-image-rt-amd64 linux-headers-rt-amd64 ;;
+		6.12-rt) printf '%s\n' linux-image-6.12-rt-amd64 linux-headers-6.12-rt-amd64 ;;
+		esac
+	done
+}
+mapfile -t rt_pkgs < <(rt_wanted "${KERNELS:-}" | sort -u)
+PKGS+=("${rt_pkgs[@]}")
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one test command (`make check` calls it; CI runs it through .ci/run).
 #
-#   1. scripts/install-deps.sh          (apt; needs root or passwordless sudo)
+#   1. scripts/install-deps.sh          (apt; needs root or passwordless sudo;
+#                                        reads KERNELS for the RT kernels)
 #   2. cmake -S . -B build && cmake --build build -j2
 #   3. ctest --test-dir build --output-on-failure      (host tests)
 #   4. scripts/dkms-install.sh KVER...  (module into DKMS for every kernel tested)
@@ -18,8 +19,10 @@
 #             "6.1-rt", "6.12-rt": the newest installed kernel of that line
 #             and flavour) or exact versions; default "6.1 6.12" (Debian 12's
 #             and Debian 13's kernels, both installed by install-deps.sh).
-#             "all" is the default plus the PREEMPT_RT flavours that are
-#             installed (linux-image-rt-amd64, linux-image-6.12-rt-amd64).
+#             "all" is the default plus the PREEMPT_RT flavours of both
+#             ("6.1 6.12 6.1-rt 6.12-rt"), which install-deps.sh installs
+#             (linux-image-rt-amd64, linux-image-6.12-rt-amd64, and their
+#             headers) when KERNELS is "all" or names them.
 #             `make check KERNELS=...` passes it.  A named kernel that is not
 #             installed, or that DKMS refuses, is a failed suite.
 #   SFRAME_CTEST_ARGS   extra ctest arguments, e.g. "-j2" or "-R decode"
@@ -118,14 +121,10 @@ fi
 # ---- 4. module into DKMS -------------------------------------------------------
 # The kernels: each spec resolved to the newest installed kernel it names.
 specs=${KERNELS:-}
-optional=()
 case $specs in
 '') specs="6.1 6.12" ;;
-all)
-	specs="6.1 6.12"
-	# The RT flavours only where installed (not in install-deps.sh).
-	optional=(6.1-rt 6.12-rt)
-	;;
+# install-deps.sh installed the RT kernels for it: each one is required.
+all) specs="6.1 6.12 6.1-rt 6.12-rt" ;;
 esac
 kvers=()
 for spec in $specs; do
@@ -133,13 +132,6 @@ for spec in $specs; do
 		kvers+=("$k")
 	else
 		problem "VM suite on kernel $spec did not run: no such kernel installed with headers"
-	fi
-done
-for spec in "${optional[@]}"; do
-	if k=$(rig_resolve_kver "$spec"); then
-		kvers+=("$k")
-	else
-		echo "run-tests: KERNELS=all: no $spec kernel installed, not tested"
 	fi
 done
 

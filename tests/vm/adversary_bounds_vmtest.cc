@@ -253,9 +253,11 @@ TEST_F(BoundsSessionTest, TenKilohertzSessionOnTheCraftedChain) {
   waitpid(pid, &st, 0);
 
   size_t samples = 0, budget = 0, limit = 0, in_spin = 0, through = 0;
-  size_t user_mode = 0, user_mode_budget = 0;
+  size_t user_mode = 0, user_mode_budget = 0, timed_out = 0, exited = 0;
   for (const sframe::Sample* smp : col.Samples()) {
     samples++;
+    timed_out += smp->has(SFRAME_SAMPLE_F_TIMEOUT);
+    exited += smp->has(SFRAME_SAMPLE_F_EXITED);
     const uint32_t stop = static_cast<uint32_t>(smp->user_stop);
     budget += stop == SFRAME_STOP_BUDGET;
     limit += stop == SFRAME_STOP_LIMIT;
@@ -279,11 +281,12 @@ TEST_F(BoundsSessionTest, TenKilohertzSessionOnTheCraftedChain) {
   }
   std::printf("%zu samples (%zu in the spin stub, %zu of them through the first crafted "
               "frame): %zu ended on the budget, %zu on the limit; "
-              "walks_budget_exhausted +%llu; taken in user mode %zu, of them %zu on the budget\n",
+              "walks_budget_exhausted +%llu; taken in user mode %zu, of them %zu on the budget; "
+              "without a user stack: %zu timed out, %zu exited\n",
               samples, in_spin, through, budget, limit,
               static_cast<unsigned long long>(after.walks_budget_exhausted -
                                               before.walks_budget_exhausted),
-              user_mode, user_mode_budget);
+              user_mode, user_mode_budget, timed_out, exited);
   // TCG delivers far fewer than 10 kHz of CPU time; 3 s give hundreds.
   EXPECT_GE(samples, 100u);
   EXPECT_GE(in_spin, samples / 2);
