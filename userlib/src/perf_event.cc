@@ -143,37 +143,6 @@ void PerfEvent::ioctl_all(unsigned long request) const {
 void PerfEvent::enable() const { ioctl_all(PERF_EVENT_IOC_ENABLE); }
 void PerfEvent::disable() const { ioctl_all(PERF_EVENT_IOC_DISABLE); }
 
-PerfCounts PerfEvent::drain() {
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  for (Event& e : events_) {
-    if (!e.ring) continue;
-    auto* meta = static_cast<perf_event_mmap_page*>(e.ring.data());
-    const uint8_t* data = e.ring.bytes() + page;
-    const uint64_t size = e.ring.size() - page;
-    const uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
-    uint64_t tail = meta->data_tail;
-    // Walk the headers only (they may wrap: copy them out byte by byte).
-    while (head - tail >= sizeof(perf_event_header)) {
-      perf_event_header h;
-      auto* hb = reinterpret_cast<uint8_t*>(&h);
-      for (size_t i = 0; i < sizeof(h); i++) hb[i] = data[(tail + i) % size];
-      if (h.size < sizeof(h) || h.size > head - tail) break;
-      if (h.type == PERF_RECORD_SAMPLE) {
-        counts_.samples++;
-      } else if (h.type == PERF_RECORD_LOST && h.size >= sizeof(h) + 16) {
-        uint64_t lost = 0;
-        auto* lb = reinterpret_cast<uint8_t*>(&lost);
-        for (size_t i = 0; i < 8; i++) lb[i] = data[(tail + sizeof(h) + 8 + i) % size];
-        counts_.lost += lost;
-      }
-      tail += h.size;
-    }
-    counts_.bytes += tail - meta->data_tail;
-    __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
-  }
-  return counts_;
-}
-
 namespace {
 
 // The bytes [pos, pos + len) of a ring of size bytes (a power of two), which
@@ -185,6 +154,60 @@ void ring_copy(const uint8_t* data, uint64_t size, uint64_t pos, void* dst, size
   std::memcpy(out, data + off, first);
   std::memcpy(out + first, data, len - first);
 }
+
+// One record in a ring: its header and where it starts.
+struct RingRecord {
+  perf_event_header header;
+  const uint8_t* data;  // the ring's data pages
+  uint64_t size;        // their size (a power of two)
+  uint64_t pos;         // the record's first byte
+  // The record's bytes [at, at + len), which may wrap.
+  void copy(uint64_t at, void* dst, size_t len) const { ring_copy(data, size, pos + at, dst, len); }
+};
+
+// Hands each whole record between the ring's tail and head to visit and
+// gives their space back to the kernel; returns the bytes consumed.  Each
+// record is at most 64 KiB (its u16 size) and moves the tail up.
+template <typename Visit>
+uint64_t consume_records(MappedRegion& ring, Visit&& visit) {
+  if (!ring) return 0;
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  auto* meta = static_cast<perf_event_mmap_page*>(ring.data());
+  RingRecord r{};
+  r.data = ring.bytes() + page;
+  r.size = ring.size() - page;
+  const uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
+  const uint64_t start = meta->data_tail;
+  uint64_t tail = start;
+  while (head - tail >= sizeof(perf_event_header)) {
+    ring_copy(r.data, r.size, tail, &r.header, sizeof(r.header));
+    if (r.header.size < sizeof(r.header) || r.header.size > head - tail) break;
+    r.pos = tail;
+    visit(static_cast<const RingRecord&>(r));
+    tail += r.header.size;
+  }
+  __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
+  return tail - start;
+}
+
+}  // namespace
+
+PerfCounts PerfEvent::drain() {
+  for (Event& e : events_) {
+    counts_.bytes += consume_records(e.ring, [&](const RingRecord& r) {
+      if (r.header.type == PERF_RECORD_SAMPLE) {
+        counts_.samples++;
+      } else if (r.header.type == PERF_RECORD_LOST && r.header.size >= sizeof(r.header) + 16) {
+        uint64_t lost = 0;
+        r.copy(sizeof(r.header) + 8, &lost, sizeof(lost));
+        counts_.lost += lost;
+      }
+    });
+  }
+  return counts_;
+}
+
+namespace {
 
 uint32_t get32(const std::vector<uint8_t>& r, size_t at) {
   uint32_t v;
@@ -255,34 +278,20 @@ bool parse_task_record(const std::vector<uint8_t>& r, TaskEvent* ev) {
 }  // namespace
 
 size_t PerfEvent::read_task_events(std::vector<TaskEvent>* out) {
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   size_t n = 0;
   std::vector<uint8_t> rec;
   for (Event& e : events_) {
-    if (!e.ring) continue;
-    auto* meta = static_cast<perf_event_mmap_page*>(e.ring.data());
-    const uint8_t* data = e.ring.bytes() + page;
-    const uint64_t size = e.ring.size() - page;
-    const uint64_t head = __atomic_load_n(&meta->data_head, __ATOMIC_ACQUIRE);
-    uint64_t tail = meta->data_tail;
-    // Each record is at most 64 KiB (its u16 size) and moves tail up.
-    while (head - tail >= sizeof(perf_event_header)) {
-      perf_event_header h;
-      ring_copy(data, size, tail, &h, sizeof(h));
-      if (h.size < sizeof(h) || h.size > head - tail) break;
-      rec.resize(h.size);
-      ring_copy(data, size, tail, rec.data(), h.size);
+    counts_.bytes += consume_records(e.ring, [&](const RingRecord& r) {
+      rec.resize(r.header.size);
+      r.copy(0, rec.data(), rec.size());
       TaskEvent ev;
-      if (h.type == PERF_RECORD_LOST && h.size >= sizeof(h) + 16) {
-        counts_.lost += get64(rec, sizeof(h) + 8);
+      if (r.header.type == PERF_RECORD_LOST && r.header.size >= sizeof(r.header) + 16) {
+        counts_.lost += get64(rec, sizeof(r.header) + 8);
       } else if (parse_task_record(rec, &ev)) {
         out->push_back(std::move(ev));
         n++;
       }
-      tail += h.size;
-    }
-    counts_.bytes += tail - meta->data_tail;
-    __atomic_store_n(&meta->data_tail, tail, __ATOMIC_RELEASE);
+    });
   }
   return n;
 }
