@@ -199,7 +199,7 @@ struct Valid {
   int version = 0;
 };
 
-// A region the mutator unmaps, maps again and rewrites; the fuzz threads only
+// A region the mutator unmaps (or replaces), maps again and rewrites; the fuzz threads only
 // pass its addresses to the kernel and never touch it themselves.
 struct Region {
   uint64_t addr = 0;
@@ -207,6 +207,9 @@ struct Region {
   int prot = 0;         // what it normally has
   int cur_prot = 0;     // what it has now (mutator thread only)
   bool mapped = false;  // (mutator thread only)
+  // Replaced in place, never unmapped: UNWIND_SELF writes frames into it,
+  // and an unmapped range may be taken by the next mmap() of the process.
+  bool stays_mapped = false;
   // A page of it could not be mapped again (something else took its
   // place): the mutator leaves the region alone from then on, so that it
   // never unmaps memory that is not its own.
@@ -224,7 +227,7 @@ struct World {
   Region selfcopy;  // the program's own .sframe, relocated into a writable copy
   std::vector<Valid> valid;
   sframe::LoadedObject self;
-  uint64_t hole = 0;       // an address where nothing is mapped
+  uint64_t hole = 0;       // a PROT_NONE page (kept: an unmapped one would be reused)
   uint64_t readonly = 0;   // a PROT_READ page holding zeros
   int dev = -1;
   pid_t pid = 0;
@@ -317,6 +320,7 @@ void BuildWorld(World* w) {
   mprotect(c.bytes() + w->selfcopy.len, page, PROT_NONE);
   w->selfcopy.prot = w->selfcopy.cur_prot = PROT_READ | PROT_WRITE;
   w->selfcopy.mapped = true;
+  w->selfcopy.stays_mapped = true;
   w->selfcopy.pristine.assign(c.bytes(), c.bytes() + w->selfcopy.len);
   w->valid.push_back(Valid{c.addr(), c.len, w->self.text_start, w->self.text_len, 0});
   c.mem.release();
@@ -324,9 +328,7 @@ void BuildWorld(World* w) {
   w->valid.push_back(
       Valid{w->self.sframe_addr, w->self.sframe_len, w->self.text_start, w->self.text_len, 0});
 
-  void* hole = MapOrDie(nullptr, page, PROT_NONE, 0);
-  munmap(hole, page);
-  w->hole = reinterpret_cast<uint64_t>(hole);
+  w->hole = reinterpret_cast<uint64_t>(MapOrDie(nullptr, page, PROT_NONE, 0));
   w->readonly = reinterpret_cast<uint64_t>(MapOrDie(nullptr, page, PROT_READ, 0));
   w->pid = getpid();
 }
@@ -414,24 +416,35 @@ struct Thread {
     return w->valid[rng.Below(kChunks)];
   }
 
-  // Interesting addresses: valid ones, near valid ones, and bad ones.
-  uint64_t Addr() {
-    const Valid& v = AnyValid();
-    switch (rng.Below(20)) {
+  // Where the kernel may write (UNWIND_SELF frames, LIST_SECTIONS entries,
+  // read() records): bad addresses, and memory that stays this thread's or
+  // stays unwritable for the whole run.  Never the text or the sections
+  // regions: the mutator unmaps them, and until it maps them again their
+  // addresses are free for the next mmap() of this process (a thread's
+  // stack, a malloc arena), where such a write would corrupt the test.
+  uint64_t OutAddr() {
+    switch (rng.Below(9)) {
       case 0: return 0;
       case 1: return 0xffff888000000000ull + rng.Below(1 << 20) * 8;  // direct map
       case 2: return 0xffffffff81000000ull;                           // kernel text
-      case 3: return w->hole + rng.Below(Page());                      // nothing mapped
+      case 3: return w->hole + rng.Below(Page());                      // PROT_NONE
       case 4:  // the end of a mapping
         return reinterpret_cast<uint64_t>(arena) + kArena - rng.Below(64);
       case 5: return 0x00007ffffffff000ull + rng.Below(0x1000);       // top of user space
       case 6: return rng.Next();
       case 7: return w->readonly;
-      case 8: return w->text.addr + rng.Below(kTextLen);
-      case 9: return v.addr + rng.Below(v.len + 1);
-      case 10: return reinterpret_cast<uint64_t>(&::write);  // libc text
-      default: return v.text_start;
+      default: return reinterpret_cast<uint64_t>(&::write);  // libc text
     }
+  }
+  // Where the kernel reads (sections, text ranges): those, and valid
+  // addresses and addresses near valid ones.
+  uint64_t Addr() {
+    const Valid& v = AnyValid();
+    const uint64_t k = rng.Below(20);
+    if (k < 9) return OutAddr();
+    if (k == 9) return w->text.addr + rng.Below(kTextLen);
+    if (k == 10) return v.addr + rng.Below(v.len + 1);
+    return v.text_start;
   }
   uint64_t Len(uint64_t good) {
     switch (rng.Below(16)) {
@@ -647,13 +660,15 @@ struct Thread {
     u.max_frames = rng.Pick(kMax);
     uint64_t frames_addr = reinterpret_cast<uint64_t>(frames);
     switch (rng.Below(16)) {
-      case 0: frames_addr = Addr(); break;
+      case 0: frames_addr = OutAddr(); break;
       case 1:  // the buffer ends at a guard page before max_frames entries
         frames_addr = reinterpret_cast<uint64_t>(frames) + kFramesBytes -
                       8 * (1 + rng.Below(u.max_frames ? std::min<uint32_t>(u.max_frames, 64) : 1));
         break;
       case 2: frames_addr = reinterpret_cast<uint64_t>(frames) + 1 + rng.Below(7); break;
-      case 3: frames_addr = w->selfcopy.addr + rng.Below(64) * 8; break;  // into a section
+      case 3:  // into a section the walk may read (never unmapped: see Mutate)
+        frames_addr = w->selfcopy.addr + rng.Below(64) * 8;
+        break;
       default: break;
     }
     u.frames = frames_addr;
@@ -731,7 +746,7 @@ struct Thread {
     l.pid = rng.OneIn(3) ? Pid() : 0;
     static const uint32_t kMax[] = {0, 1, 2, 8, 64, 4096, 4097, 0xffffffffu};
     l.max_entries = rng.OneIn(64) ? rng.Pick(kMax) : static_cast<uint32_t>(rng.Below(9));
-    l.entries = rng.OneIn(8) ? Addr() : reinterpret_cast<uint64_t>(entries);
+    l.entries = rng.OneIn(8) ? OutAddr() : reinterpret_cast<uint64_t>(entries);
     if (rng.OneIn(8)) {  // ends at the guard page
       l.entries = reinterpret_cast<uint64_t>(entries) + kEntriesBytes -
                   sizeof(sframe_section_info) * (1 + rng.Below(4));
@@ -824,7 +839,7 @@ struct Thread {
     static const size_t kLens[] = {0, 1, 7, 8, 24, 64, 512, 4096, 4096, 8192};
     size_t len = rng.Pick(kLens);
     uint64_t buf = reinterpret_cast<uint64_t>(arena);
-    if (rng.OneIn(8)) buf = Addr();
+    if (rng.OneIn(8)) buf = OutAddr();
     if (rng.OneIn(8)) buf = reinterpret_cast<uint64_t>(arena) + kArena - std::min<size_t>(len, 64);
     const int fd = sess >= 0 && !rng.OneIn(8) ? sess : w->dev;
     req.clear();
@@ -928,22 +943,34 @@ void SleepUs(long us) {
   nanosleep(&ts, nullptr);
 }
 
-// Unmaps r and maps it again at the same place with its pristine bytes (if
-// something else took the place meanwhile, it stays unmapped until later).
+// Maps r again at its place with its pristine bytes.  A region that may be
+// unmapped is unmapped first and mapped again only if its place is still
+// free (else it stays unmapped until later); one that stays mapped gets new
+// pages in place of the old in one step (MAP_FIXED), so that its range is
+// never free, and reads as zeros until the bytes are copied.
 void Remap(Region* r) {
-  if (r->mapped) {
-    munmap(reinterpret_cast<void*>(r->addr), r->len);
-    r->mapped = false;
+  void* const at = reinterpret_cast<void*>(r->addr);
+  if (r->stays_mapped) {
+    if (mmap(at, r->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+             0) == MAP_FAILED) {
+      r->broken = true;
+      return;
+    }
+  } else {
+    if (r->mapped) {
+      munmap(at, r->len);
+      r->mapped = false;
+    }
+    void* p = mmap(at, r->len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == MAP_FAILED) return;
+    if (p != at) {  // kernels without NOREPLACE
+      munmap(p, r->len);
+      return;
+    }
   }
-  void* p = mmap(reinterpret_cast<void*>(r->addr), r->len, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
-  if (p == MAP_FAILED) return;
-  if (p != reinterpret_cast<void*>(r->addr)) {  // kernels without NOREPLACE
-    munmap(p, r->len);
-    return;
-  }
-  std::memcpy(p, r->pristine.data(), r->len);
-  mprotect(p, r->len, r->prot);
+  std::memcpy(at, r->pristine.data(), r->len);
+  mprotect(at, r->len, r->prot);
   r->mapped = true;
   r->cur_prot = r->prot;
 }
@@ -1041,7 +1068,7 @@ void Mutate(World* w, Shared* sh, uint64_t seed, std::atomic<bool>* done,
         break;
       }
       case 5: {  // munmap, and a new mapping in its place (maybe later)
-        if (r->mapped) {
+        if (r->mapped && !r->stays_mapped) {
           munmap(reinterpret_cast<void*>(r->addr), r->len);
           r->mapped = false;
           SleepUs(300);
