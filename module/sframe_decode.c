@@ -72,6 +72,7 @@
 /* v3 flexible FDE control word */
 #define SFRAME_FLEX_REG_P(ctl) ((ctl) & 0x1)
 #define SFRAME_FLEX_DEREF_P(ctl) (((ctl) >> 1) & 0x1)
+#define SFRAME_FLEX_X_ADDEND_P(ctl) (((ctl) >> 2) & 0x1) /* see the flag */
 #define SFRAME_FLEX_REGNUM(ctl) ((ctl) >> 3)
 
 /*
@@ -81,13 +82,14 @@
  */
 #define SFRAME_V1_FLAGS (SFRAME_F_FDE_SORTED | SFRAME_F_FRAME_POINTER)
 #define SFRAME_V2_FLAGS (SFRAME_V1_FLAGS | SFRAME_F_FDE_FUNC_START_PCREL)
-#define SFRAME_V3_FLAGS (SFRAME_F_FDE_SORTED | SFRAME_F_FDE_FUNC_START_PCREL)
+#define SFRAME_V3_FLAGS (SFRAME_F_FDE_SORTED | SFRAME_F_FDE_FUNC_START_PCREL | \
+			 SFRAME_F_X_CFA_ADDEND)
 
 /*
  * Bytes of FREs read at once.  The largest FRE the decoder accepts on
- * AMD64 is 29 bytes: a 4-byte start offset, the info byte and 6 data words
+ * AMD64 is 33 bytes: a 4-byte start offset, the info byte and 7 data words
  * of 4 bytes (v3 flexible FDE: CFA, RA and FP each as a control word plus
- * an offset).  Bigger FREs are refused before their words are read, so a
+ * an offset, and the CFA's addend of SFRAME_F_X_CFA_ADDEND).  Bigger FREs are refused before their words are read, so a
  * chunk always holds at least one whole FRE.
  */
 #define FRE_CHUNK 64
@@ -259,7 +261,7 @@ struct fre_cursor {
 
 /* Most data words an AMD64 FRE may carry (see read_fre()). */
 #define FRE_MAX_WORDS_DEFAULT 2
-#define FRE_MAX_WORDS_FLEX 6
+#define FRE_MAX_WORDS_FLEX 7
 
 /*
  * Point the cursor at byte off of the FRE sub-section with len bytes to
@@ -526,7 +528,7 @@ static __always_inline int read_fre(const struct sframe_section *sec,
 	uint32_t start;
 	int ret;
 
-	/* The largest FRE is 29 bytes, so a chunk can always hold it. */
+	/* The largest FRE is 33 bytes, so a chunk can always hold it. */
 	ret = cursor_peek(c, asize + 1 + max_words * 4, &p, &avail);
 	if (ret)
 		return ret;
@@ -618,11 +620,13 @@ static int flex_loc(uint32_t ctl, int32_t off, struct sframe_loc *loc)
 
 /*
  * Decode the data words of a v3 flexible FRE: pairs of control word and
- * offset for the CFA, then the RA, then the FP.  The RA pair may be a
- * single padding word 0 when only the FP follows; absent entities keep
- * their defaults (RA at the fixed offset, FP unchanged or fixed).
+ * offset for the CFA (with SFRAME_F_X_CFA_ADDEND maybe an addend after
+ * it), then the RA, then the FP.  The RA pair may be a single padding word
+ * 0 when only the FP follows; absent entities keep their defaults (RA at
+ * the fixed offset, FP unchanged or fixed).
  */
-static int decode_flex(const struct fre_raw *f, struct sframe_row *row)
+static int decode_flex(const struct sframe_section *sec,
+		       const struct fre_raw *f, struct sframe_row *row)
 {
 	uint32_t ctl, k = 0;
 	int e, ret;
@@ -636,6 +640,13 @@ static int decode_flex(const struct fre_raw *f, struct sframe_row *row)
 	row->cfa_reg = (uint8_t)SFRAME_FLEX_REGNUM(ctl);
 	row->cfa_deref = SFRAME_FLEX_DEREF_P(ctl);
 	row->cfa_offset = fre_sword(f, k++);
+	/* (Without the flag the bit is the spec's, written 0 and ignored.) */
+	if ((sec->flags & SFRAME_F_X_CFA_ADDEND) && SFRAME_FLEX_X_ADDEND_P(ctl)) {
+		/* Something added after a load only: else it is the offset's. */
+		if (!row->cfa_deref || k == f->n)
+			return -EINVAL;
+		row->cfa_addend = fre_sword(f, k++);
+	}
 
 	/* e = 0: RA, e = 1: FP */
 	for (e = 0; e < 2 && k < f->n; e++) {
@@ -660,6 +671,7 @@ static int fre_to_row(const struct sframe_section *sec,
 	row->signal_frame = fde->signal_frame;
 	row->outermost = false;
 	row->cfa_deref = false;
+	row->cfa_addend = 0;
 	row->ra.kind = SFRAME_LOC_CFA_OFFSET;
 	row->ra.reg = 0;
 	row->ra.deref = false;
@@ -685,7 +697,7 @@ static int fre_to_row(const struct sframe_section *sec,
 	}
 
 	if (fde->flex)
-		return decode_flex(f, row);
+		return decode_flex(sec, f, row);
 
 	row->cfa_reg = SFRAME_FRE_BASE_REG_SP(f->info) ? SFRAME_REG_RSP :
 							 SFRAME_REG_RBP;

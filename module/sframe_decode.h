@@ -74,6 +74,18 @@ int sframe_source_pause(const struct sframe_source *src);
 #define SFRAME_F_FDE_SORTED 0x1
 #define SFRAME_F_FRAME_POINTER 0x2
 #define SFRAME_F_FDE_FUNC_START_PCREL 0x4
+/*
+ * This project's extension of version 3, never written by gas: in a
+ * flexible FRE, a CFA control word with bit 2 set (0 in the spec) is
+ * followed by its offset and then one more word, added to the CFA after
+ * the load: CFA = *(reg + offset) + addend.  OpenSSL's perlasm describes
+ * its realigned frames so (`.cfi_cfa_expression %rsp+N,deref,+8`), and
+ * no rule of the spec says it.  The generator (sframe-client gen) writes
+ * it only into the sections it makes for this module; libsframe refuses
+ * a header with a flag it does not know, so no other reader misreads the
+ * extra word.
+ */
+#define SFRAME_F_X_CFA_ADDEND 0x80
 
 /* DWARF register numbers on AMD64, as SFrame v3 flexible FDEs use them. */
 #define SFRAME_REG_RBP 6
@@ -150,11 +162,15 @@ struct sframe_loc {
 /* The unwind rule for one PC. */
 struct sframe_row {
 	uint32_t start_off;    /* FRE start offset within the function */
-	/* CFA = value of cfa_reg + cfa_offset, loaded from if cfa_deref. */
+	/*
+	 * CFA = value of cfa_reg + cfa_offset, loaded from if cfa_deref, plus
+	 * cfa_addend (SFRAME_F_X_CFA_ADDEND; 0 otherwise).
+	 */
 	uint8_t cfa_reg;       /* SFRAME_REG_RSP or SFRAME_REG_RBP (v3 flex:
 				  any DWARF register) */
 	bool cfa_deref;
 	int32_t cfa_offset;
+	int32_t cfa_addend;
 	struct sframe_loc ra;  /* AMD64 non-flex: CFA + fixed_ra_offset */
 	struct sframe_loc fp;  /* AMD64 non-flex: CFA + offset, or SAME */
 	bool outermost;        /* RA undefined: the walk ends here, done */

@@ -259,6 +259,7 @@ static int sframe_step(struct sframe_user_unwind *uw)
 		ret = sframe_read_ulong(cfa, &cfa);
 		if (ret)
 			return sframe_step_error(uw, ret);
+		cfa += (long)row.cfa_addend;	/* SFRAME_F_X_CFA_ADDEND */
 	}
 
 	if (row.ra.kind == SFRAME_LOC_UNDEFINED) {

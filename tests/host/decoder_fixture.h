@@ -49,6 +49,7 @@ inline bool row_eq(const sframe_row &a, const sframe_row &b)
 {
 	return a.start_off == b.start_off && a.cfa_reg == b.cfa_reg &&
 	       a.cfa_deref == b.cfa_deref && a.cfa_offset == b.cfa_offset &&
+	       a.cfa_addend == b.cfa_addend &&
 	       loc_eq(a.ra, b.ra) && loc_eq(a.fp, b.fp) &&
 	       a.outermost == b.outermost &&
 	       a.signal_frame == b.signal_frame;

@@ -444,9 +444,10 @@ struct Flex {
 	std::unique_ptr<Decoder> d;
 	sframe_fde fde;
 
-	explicit Flex(std::vector<BFre> fres)
+	explicit Flex(std::vector<BFre> fres, uint8_t flags = SFRAME_F_FDE_SORTED)
 	{
 		s.version = 3;
+		s.flags = flags;
 		s.sec_addr = kSecAddr;
 		BFde f;
 		f.start = 0x401000;
@@ -589,6 +590,77 @@ TEST(V3Flex, MalformedControlWords)
 		EXPECT_EQ(sframe_validate(&x.d->sec, 0x401000, 0x100),
 			  -EINVAL);
 	}
+}
+
+TEST(V3Flex, CfaAddendExtension)
+{
+	// SFRAME_F_X_CFA_ADDEND: OpenSSL's perlasm CFA, *(RSP + 16) + 8,
+	// then the FP saved at CFA - 16.
+	const uint8_t flags = SFRAME_F_FDE_SORTED | SFRAME_F_X_CFA_ADDEND;
+	const int64_t ctl = flex_ctl(SFRAME_REG_RSP, true, true) | 4;
+	for (int ws : { 1, 2, 4 }) {
+		SCOPED_TRACE(ws);
+		Flex x({ flex_fre(0, { ctl, 16, 8 }, ws),
+			 flex_fre(4, { ctl, 16, 8, 0, flex_ctl(0, true, false),
+				       -16 },
+				  ws) },
+		       flags);
+		sframe_row r;
+		ASSERT_EQ(x.row(0, r), 0);
+		EXPECT_EQ(r.cfa_reg, SFRAME_REG_RSP);
+		EXPECT_TRUE(r.cfa_deref);
+		EXPECT_EQ(r.cfa_offset, 16);
+		EXPECT_EQ(r.cfa_addend, 8);
+		EXPECT_EQ(r.ra.kind, SFRAME_LOC_CFA_OFFSET);
+		EXPECT_EQ(r.ra.offset, -8);
+		EXPECT_EQ(r.fp.kind, SFRAME_LOC_SAME);
+		ASSERT_EQ(x.row(1, r), 0);
+		EXPECT_EQ(r.cfa_addend, 8);
+		EXPECT_EQ(r.fp.kind, SFRAME_LOC_CFA_OFFSET);
+		EXPECT_EQ(r.fp.offset, -16);
+		EXPECT_EQ(sframe_validate(&x.d->sec, 0x401000, 0x100), 0);
+	}
+	// Rows without the bit have no addend, in a section with the flag.
+	Flex plain({ flex_fre(0, { flex_ctl(SFRAME_REG_RSP, true, true), 16 }) },
+		   flags);
+	sframe_row r;
+	ASSERT_EQ(plain.row(0, r), 0);
+	EXPECT_EQ(r.cfa_addend, 0);
+}
+
+TEST(V3Flex, CfaAddendOnlyWithTheFlagAndALoad)
+{
+	const uint8_t flags = SFRAME_F_FDE_SORTED | SFRAME_F_X_CFA_ADDEND;
+	struct {
+		const char *what;
+		uint8_t flags;
+		std::vector<int64_t> words;
+	} bad[] = {
+		// Without the flag bit 2 is the spec's: the addend would be
+		// read as the RA's control word, 8, no location.
+		{ "no flag", SFRAME_F_FDE_SORTED,
+		  { flex_ctl(SFRAME_REG_RSP, true, true) | 4, 16, 8 } },
+		{ "addend without a load", flags,
+		  { flex_ctl(SFRAME_REG_RSP, false, true) | 4, 16, 8 } },
+		{ "addend word missing", flags,
+		  { flex_ctl(SFRAME_REG_RSP, true, true) | 4, 16 } },
+		{ "eight words", flags,
+		  { flex_ctl(SFRAME_REG_RSP, true, true) | 4, 16, 8, 2, -8, 2,
+		    -16, 0 } },
+	};
+	for (const auto &b : bad) {
+		SCOPED_TRACE(b.what);
+		Flex x({ flex_fre(0, b.words, 2) }, b.flags);
+		sframe_row r;
+		EXPECT_EQ(x.row(0, r), -EINVAL);
+		ASSERT_EQ(x.d->init(kSecAddr), 0);
+		EXPECT_EQ(sframe_validate(&x.d->sec, 0x401000, 0x100),
+			  -EINVAL);
+	}
+	// Version 2 has no such flag.
+	BSection s = typical(2, SFRAME_F_FDE_SORTED | SFRAME_F_X_CFA_ADDEND);
+	Decoder d(build(s));
+	EXPECT_EQ(d.init(kSecAddr), -EOPNOTSUPP);
 }
 
 TEST(V3, UnknownFdeTypeIsNotSupported)

@@ -7,11 +7,11 @@
 //   rw_saved_cfa  CFA = *(RSP + 40)         a v3 flexible row, RSP-based
 //   rw_drap       CFA = *(RBP - 8), RBP at *(RBP + 0)   GCC's DRAP, RBP-based
 //   rw_perlasm    CFA = *(RSP + 40) + 8     OpenSSL's perlasm: no SFrame v3
-//                                           rule, left uncovered
-// Samples in the first two, as the topmost frame and below rw_leaf (where
-// RSP is the CFA of the frame above and RBP what that frame's rule gave),
-// must reach main.  rw_perlasm's are counted, not judged: its body has no
-// row, so its samples stop there (the numbers are recorded as properties).
+//                                           rule; this project's extension
+//                                           (SFRAME_F_X_CFA_ADDEND)
+// Samples in each, as the topmost frame and below rw_leaf (where RSP is the
+// CFA of the frame above and RBP what that frame's rule gave), must reach
+// main (the numbers are recorded as properties).
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -78,7 +78,8 @@ TEST_F(CfaExprTest, RealignedFramesReachMainInEverySample) {
     RecordProperty(key, std::to_string(k.complete) + "/" + std::to_string(k.samples));
   }
   for (const char* key :
-       {"rw_saved_cfa", "rw_leaf<rw_saved_cfa", "rw_drap", "rw_leaf<rw_drap"}) {
+       {"rw_saved_cfa", "rw_leaf<rw_saved_cfa", "rw_drap", "rw_leaf<rw_drap", "rw_perlasm",
+        "rw_leaf<rw_perlasm"}) {
     SCOPED_TRACE(key);
     const Tally& k = t[key];
     EXPECT_GE(k.samples, 100u) << "too few samples";

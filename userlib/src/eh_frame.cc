@@ -37,9 +37,10 @@ constexpr char kReasonCfaExpression[] = "CFA expression of another form";
 // register + offset and *(register + offset), nothing added after the load
 // (the spec, 2.46: "Flexible FDE Type Interpretation"; gas translates only
 // DW_OP_bregN off; DW_OP_deref), and the caller's SP is the CFA, so no other
-// description is exact.
+// description is exact: such rows are written with this project's extension
+// (GenerateOptions::cfa_addend), or left uncovered for this reason.
 constexpr char kReasonCfaDerefAddend[] =
-    "CFA = *(register + offset) + constant (no SFrame v3 rule adds after the load)";
+    "CFA = *(register + offset) + constant (v3 with this project's extension only)";
 constexpr char kReasonCfaRegister[] = "CFA register not RSP/RBP (v3 only)";
 constexpr char kReasonCfaBadRegister[] = "CFA register not a general register";
 constexpr char kReasonCfaDeref[] = "CFA = *(register + offset) (v3 only)";
@@ -71,6 +72,7 @@ struct Rule {
   uint8_t cfa_reg = kDwarfRsp;
   bool cfa_deref = false;
   int32_t cfa_offset = 0;
+  int32_t cfa_addend = 0;  // after the load (kFlagXCfaAddend)
   enum Fp : uint8_t { kFpSame, kFpAtCfa, kFpReg } fp = kFpSame;
   uint8_t fp_reg = 0;  // kFpReg: fp = fp_reg + fp_offset, loaded if fp_deref
   bool fp_deref = false;
@@ -79,6 +81,7 @@ struct Rule {
   // Why the row needs a v3 flexible FDE, or nullptr.
   const char* flex_reason() const {
     if (outermost) return nullptr;
+    if (cfa_addend != 0) return kReasonCfaDerefAddend;
     if (cfa_deref) return kReasonCfaDeref;
     if (cfa_reg != kDwarfRsp && cfa_reg != kDwarfRbp) return kReasonCfaRegister;
     if (fp == kFpReg) return kReasonFpV3;
@@ -88,7 +91,7 @@ struct Rule {
   bool operator==(const Rule& o) const {
     if (outermost || o.outermost) return outermost == o.outermost;
     return cfa_reg == o.cfa_reg && cfa_deref == o.cfa_deref && cfa_offset == o.cfa_offset &&
-           fp == o.fp && fp_reg == o.fp_reg && fp_deref == o.fp_deref && fp_offset == o.fp_offset;
+           cfa_addend == o.cfa_addend && fp == o.fp && fp_reg == o.fp_reg && fp_deref == o.fp_deref && fp_offset == o.fp_offset;
   }
   bool operator!=(const Rule& o) const { return !(*this == o); }
 
@@ -104,6 +107,7 @@ struct Rule {
     if (flex) {
       f.cfa_reg = cfa_reg;
       f.cfa_deref = cfa_deref;
+      f.cfa_addend = cfa_addend;
     }
     if (fp == kFpAtCfa) {
       f.fp_offset = fp_offset;
@@ -238,11 +242,12 @@ bool fits32(int64_t v) {
 //                                                  *(N + a + b...) + c...
 // (the second as perlasm's `.cfi_cfa_expression %rsp+N,deref,+8` and gas's
 // DRAP escapes write it).  SFrame v3 has the first, and the second when
-// nothing is added after the load.
+// nothing is added after the load; this project's extension the rest.
 struct RegDeref {
   enum Form : uint8_t { kNone, kRegOffset, kDeref, kDerefAddend, kTooFar } form = kNone;
   uint64_t reg = 0;
   int64_t offset = 0;  // before the load
+  int64_t addend = 0;  // after it (kDerefAddend)
 };
 
 RegDeref reg_deref_form(const std::vector<Op>& o) {
@@ -263,15 +268,22 @@ RegDeref reg_deref_form(const std::vector<Op>& o) {
         far = !fits32(r.offset);
       }
     } else if (o[i].op == kOpPlusUconst && deref) {
+      // As before the load: the sum stays within 32 bits or is too far.
+      if (far || o[i].value > (int64_t{1} << 33)) {
+        far = true;
+      } else {
+        r.addend += o[i].value;
+        far = !fits32(r.addend);
+      }
       addend = addend || o[i].value != 0;
     } else {
       return RegDeref{};
     }
   }
-  if (addend) {
-    r.form = RegDeref::kDerefAddend;
-  } else if (far) {
+  if (far) {
     r.form = RegDeref::kTooFar;
+  } else if (addend) {
+    r.form = RegDeref::kDerefAddend;
   } else {
     r.form = deref ? RegDeref::kDeref : RegDeref::kRegOffset;
   }
@@ -324,12 +336,12 @@ Classified classify(const CfiRow& row, const CfiFde& fde) {
       if (!ops) return uncovered(kReasonCfaExpression);
       const std::vector<Op>& o = *ops;
       const RegDeref rd = reg_deref_form(o);
-      if (rd.form == RegDeref::kRegOffset || rd.form == RegDeref::kDeref) {
+      if (rd.form == RegDeref::kRegOffset || rd.form == RegDeref::kDeref ||
+          rd.form == RegDeref::kDerefAddend) {
         cfa_reg = rd.reg;
         cfa_offset = rd.offset;
-        cfa_deref = rd.form == RegDeref::kDeref;
-      } else if (rd.form == RegDeref::kDerefAddend) {
-        return uncovered(kReasonCfaDerefAddend);
+        cfa_deref = rd.form != RegDeref::kRegOffset;
+        r.cfa_addend = static_cast<int32_t>(rd.addend);
       } else if (rd.form == RegDeref::kTooFar) {
         return uncovered(kReasonOffset);
       } else if (o.size() == 9 && o[0].op == kOpBregx && o[0].reg == kDwarfRsp &&
@@ -559,6 +571,9 @@ GeneratedSframe generate_sframe_from_eh_frame(const uint8_t* data, size_t size,
         cls[k] = uncovered(kReasonFar);
       } else {
         cls[k] = classify(row, f);
+        if (cls[k].kind == Classified::kRule && cls[k].rule.cfa_addend != 0 && !opts.cfa_addend) {
+          cls[k] = uncovered(kReasonCfaDerefAddend);
+        }
         if (cls[k].needs_v3 != nullptr && !v3_ok) cls[k] = uncovered(cls[k].needs_v3);
       }
       need_v3 = need_v3 || cls[k].needs_v3 != nullptr;
@@ -591,6 +606,7 @@ GeneratedSframe generate_sframe_from_eh_frame(const uint8_t* data, size_t size,
           continue;
         case Classified::kRule:
           w.add(row.start, row.end, c.rule);
+          if (c.rule.cfa_addend != 0) st.rows_cfa_addend++;
           break;
         case Classified::kPcMask: {
           // Whole blocks from the first aligned address; the bytes before

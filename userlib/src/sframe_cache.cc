@@ -23,7 +23,10 @@ namespace {
 constexpr uint32_t kShtGnuSframe = 0x6ffffff4;  // SHT_GNU_SFRAME
 constexpr char kNoteName[] = "sframe-unwind";   // 13 bytes + NUL
 constexpr uint32_t kNoteType = 1;
-constexpr uint32_t kNoteVersion = 1;
+// Also the generator's revision: an entry of another version is made anew,
+// so a cache filled by an older generator gets what the newer one covers.
+// 2: CFA = *(reg + off) + c rows (kFlagXCfaAddend).
+constexpr uint32_t kNoteVersion = 2;
 
 // The note's descriptor: what a generated section describes and what it was
 // made from.  Little-endian, like the ELF file around it.

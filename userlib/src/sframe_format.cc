@@ -66,7 +66,7 @@ constexpr uint8_t kDwarfRsp = 7;
 // The data words of an FRE that has some (not ra_undefined): the CFA offset
 // and maybe the FP offset, or for a flexible FDE control words and offsets.
 struct FreWords {
-  int64_t v[6] = {};
+  int64_t v[7] = {};
   size_t n = 0;
   uint8_t size_code = 0;
   void add_offset(int32_t x) {
@@ -88,8 +88,11 @@ FreWords fre_words(const FreSpec& fre, bool flex) {
     return w;
   }
   const uint8_t cfa_reg = fre.cfa_reg.value_or(fre.cfa_base_sp ? kDwarfRsp : kDwarfRbp);
-  w.add_ctl(flex_ctl(cfa_reg, fre.cfa_deref, true));
+  // Bit 2 of the CFA's control word: an addend follows (kFlagXCfaAddend).
+  const bool addend = fre.cfa_deref && fre.cfa_addend != 0;
+  w.add_ctl(flex_ctl(cfa_reg, fre.cfa_deref, true) | (addend ? 4u : 0u));
   w.add_offset(fre.cfa_offset);
+  if (addend) w.add_offset(fre.cfa_addend);
   if (fre.fp_offset) {
     w.add_ctl(0);  // RA: padding, the fixed RA offset applies
     w.add_ctl(fre.fp_reg ? flex_ctl(*fre.fp_reg, fre.fp_deref, true) : flex_ctl(0, true, false));
@@ -197,6 +200,17 @@ SectionBuilder& SectionBuilder::set_flags(uint8_t flags) {
   return *this;
 }
 
+bool SectionBuilder::uses_cfa_addend() const {
+  if (version_ != 3) return false;
+  for (const auto& fde : fdes_) {
+    if (!fde.flex) continue;
+    for (const auto& fre : fde.fres) {
+      if (!fre.ra_undefined && fre.cfa_deref && fre.cfa_addend != 0) return true;
+    }
+  }
+  return false;
+}
+
 size_t SectionBuilder::fde_size() const { return version_ == 1 ? 17 : version_ == 3 ? 16 : 20; }
 
 uint8_t SectionBuilder::fre_type_of(const FdeSpec& fde) {
@@ -249,7 +263,7 @@ void SectionBuilder::build_into(void* dst, uint64_t section_addr) const {
   uint8_t* p = base;
   put16(p, kSframeMagic);
   put8(p, version_);
-  put8(p, flags_);
+  put8(p, flags_ | (uses_cfa_addend() ? kFlagXCfaAddend : 0));
   put8(p, abi_arch_);
   put8(p, static_cast<uint8_t>(fixed_fp_));
   put8(p, static_cast<uint8_t>(fixed_ra_));

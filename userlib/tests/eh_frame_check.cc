@@ -123,12 +123,14 @@ std::string loc_str(const Loc& l) {
 }
 
 // The CFA as libdw gives it, evaluated for pc: register + offset, loaded
-// from if deref.  RIP stands for pc; other registers stay symbolic.
+// from if deref, plus addend after the load.  RIP stands for pc; other
+// registers stay symbolic.
 struct Cfa {
   bool ok = false;
   uint64_t reg = 0;
   int64_t off = 0;
   bool deref = false;
+  int64_t addend = 0;
 };
 
 Cfa dwarf_cfa(Dwarf_Frame* f, uint64_t pc) {
@@ -141,6 +143,7 @@ Cfa dwarf_cfa(Dwarf_Frame* f, uint64_t pc) {
     bool deref = false;
     uint64_t reg = 0;
     int64_t c = 0;
+    int64_t addend = 0;  // after the load
   };
   std::vector<Val> st;
   for (size_t i = 0; i < n; i++) {
@@ -167,9 +170,9 @@ Cfa dwarf_cfa(Dwarf_Frame* f, uint64_t pc) {
       continue;
     }
     if (op.atom == DW_OP_plus_uconst) {
-      // Nothing SFrame can say is added after a load; adding 0 is nothing.
+      // After a load: this project's extension (kFlagXCfaAddend).
       if (top.deref) {
-        if (op.number != 0) return out;
+        st.back().addend += static_cast<int64_t>(op.number);
         continue;
       }
       st.back().c += static_cast<int64_t>(op.number);
@@ -210,6 +213,7 @@ Cfa dwarf_cfa(Dwarf_Frame* f, uint64_t pc) {
   out.reg = st[0].reg;
   out.off = st[0].c;
   out.deref = st[0].deref;
+  out.addend = st[0].addend;
   return out;
 }
 
@@ -244,8 +248,8 @@ Loc sframe_fp(const sframe_row& row) {
 std::string row_str(const sframe_row& r) {
   if (r.outermost) return "outermost";
   char b[160];
-  std::snprintf(b, sizeof(b), "CFA=%s(r%u%+d) RA=%s FP=%s%s", r.cfa_deref ? "*" : "", r.cfa_reg,
-                r.cfa_offset, r.ra.kind == SFRAME_LOC_CFA_OFFSET ? "cfa-off" : "other",
+  std::snprintf(b, sizeof(b), "CFA=%s(r%u%+d)%+d RA=%s FP=%s%s", r.cfa_deref ? "*" : "",
+                r.cfa_reg, r.cfa_offset, r.cfa_addend, r.ra.kind == SFRAME_LOC_CFA_OFFSET ? "cfa-off" : "other",
                 loc_str(sframe_fp(r)).c_str(), r.signal_frame ? " signal" : "");
   return b;
 }
@@ -351,10 +355,10 @@ DwarfCheck check_against_dwarf(const std::string& path, const sframe::GeneratedS
     } else {
       const Cfa cfa = dwarf_cfa(frame, pc);
       if (!cfa.ok || cfa.reg != row.cfa_reg || cfa.off != row.cfa_offset ||
-          cfa.deref != row.cfa_deref) {
+          cfa.deref != row.cfa_deref || cfa.addend != row.cfa_addend) {
         char b[96];
-        std::snprintf(b, sizeof(b), " CFA %s%s(r%" PRIu64 "%+" PRId64 ")", cfa.ok ? "" : "?",
-                      cfa.deref ? "*" : "", cfa.reg, cfa.off);
+        std::snprintf(b, sizeof(b), " CFA %s%s(r%" PRIu64 "%+" PRId64 ")%+" PRId64,
+                      cfa.ok ? "" : "?", cfa.deref ? "*" : "", cfa.reg, cfa.off, cfa.addend);
         why += b;
       }
       if (ra.kind != Loc::kAtCfa || ra.off != -8 || row.ra.kind != SFRAME_LOC_CFA_OFFSET ||
@@ -456,7 +460,7 @@ bool same_row(const sframe_row& a, const sframe_row& b) {
   if (a.outermost || b.outermost) return a.outermost == b.outermost;
   const Loc fa = sframe_fp(a), fb = sframe_fp(b);
   return a.cfa_reg == b.cfa_reg && a.cfa_offset == b.cfa_offset && a.cfa_deref == b.cfa_deref &&
-         fa == fb;
+         a.cfa_addend == b.cfa_addend && fa == fb;
 }
 
 }  // namespace

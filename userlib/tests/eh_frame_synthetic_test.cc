@@ -22,6 +22,7 @@
 
 #include "sframe_client/eh_frame.h"
 #include "sframe_client/error.h"
+#include "sframe_client/sframe_format.h"
 #include "sframe_source_mem.h"
 
 namespace {
@@ -194,7 +195,14 @@ uint64_t reason(const GeneratedSframe& g, const std::string& why) {
 }
 
 constexpr char kDerefAddend[] =
-    "CFA = *(register + offset) + constant (no SFrame v3 rule adds after the load)";
+    "CFA = *(register + offset) + constant (v3 with this project's extension only)";
+
+// Options that leave out this project's extension (kFlagXCfaAddend).
+GenerateOptions standard() {
+  GenerateOptions o;
+  o.cfa_addend = false;
+  return o;
+}
 
 // --- Rules mapped ----------------------------------------------------------
 
@@ -413,8 +421,31 @@ TEST(GenerateSynthetic, LoadedCfaForms) {
                   0x4d, 0x0f, 0x05, 0x77, 0x10, 0x06, 0x23, 0x08,  // +13: *(RSP+16)+8
                   0x60, 0x0c, 0x04, 0x08,                          // +32: CFA = RSI + 8
                   0x48, 0x0c, 0x07, 0x08}};                        // +8: CFA = RSP + 8
-  const GeneratedSframe g = gen(build({Cie{}}, {perl}));
+  // With the extension every row is covered; the section says so in its
+  // header (libsframe refuses it).
+  const GeneratedSframe x = gen(build({Cie{}}, {perl}));
+  EXPECT_EQ(x.version, 3);
+  EXPECT_EQ(x.stats.rows_uncovered, 0u);
+  EXPECT_EQ(x.stats.rows_cfa_addend, 1u);
+  EXPECT_EQ(x.stats.covered_bytes, 0x40u);
+  EXPECT_EQ(x.bytes[3] & sframe::kFlagXCfaAddend, sframe::kFlagXCfaAddend);
+  Decoded dx(x);
+  ASSERT_TRUE(dx.ok());
+  for (uint64_t pc : {0x2010u, 0x202fu}) {
+    auto r = dx.row(pc);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->cfa_reg, SFRAME_REG_RSP);
+    EXPECT_TRUE(r->cfa_deref);
+    EXPECT_EQ(r->cfa_offset, 16);
+    EXPECT_EQ(r->cfa_addend, 8);
+  }
+  EXPECT_EQ(dx.row(0x2030)->cfa_addend, 0);
+
+  // Without it, the row stays uncovered and the header standard.
+  const GeneratedSframe g = gen(build({Cie{}}, {perl}), standard());
   EXPECT_EQ(g.version, 3);
+  EXPECT_EQ(g.bytes[3] & sframe::kFlagXCfaAddend, 0);
+  EXPECT_EQ(g.stats.rows_cfa_addend, 0u);
   EXPECT_EQ(g.stats.fdes_partial, 1u);
   EXPECT_EQ(reason(g, kDerefAddend), 1u);
   EXPECT_EQ(g.stats.uncovered_reason_bytes.at(kDerefAddend), 32u);
@@ -528,7 +559,7 @@ TEST(GenerateSynthetic, UncoveredRowsSayWhy) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.why ? c.why : "covered");
-    const GeneratedSframe g = gen(build({Cie{}}, {Fde{0x1000, 0x10, c.insns}}));
+    const GeneratedSframe g = gen(build({Cie{}}, {Fde{0x1000, 0x10, c.insns}}), standard());
     Decoded d(g);
     ASSERT_TRUE(d.ok());
     expect_sp(d.row(0x1000), 8, "first byte");

@@ -35,7 +35,8 @@ std::string flags_string(uint8_t flags) {
     const char* name;
   } names[] = {{SFRAME_F_FDE_SORTED, "SFRAME_F_FDE_SORTED"},
                {SFRAME_F_FRAME_POINTER, "SFRAME_F_FRAME_POINTER"},
-               {SFRAME_F_FDE_FUNC_START_PCREL, "SFRAME_F_FDE_FUNC_START_PCREL"}};
+               {SFRAME_F_FDE_FUNC_START_PCREL, "SFRAME_F_FDE_FUNC_START_PCREL"},
+               {SFRAME_F_X_CFA_ADDEND, "SFRAME_F_X_CFA_ADDEND"}};
   for (const auto& n : names) {
     if (!(flags & n.bit)) continue;
     if (!s.empty()) s += ",";
@@ -96,8 +97,13 @@ int dump_function(const sframe_section& sec, uint32_t i) {
     if (ret) return ret;
     const uint64_t pc = mask ? row.start_off : fde.func_start + row.start_off;
     // An outermost row has no CFA; readelf 2.40 never meets one.
-    const std::string cfa =
+    std::string cfa =
         row.outermost ? "U" : reg_offset(row.cfa_reg, row.cfa_offset, row.cfa_deref);
+    if (!row.outermost && row.cfa_addend != 0) {
+      char add[16];
+      std::snprintf(add, sizeof(add), "%+d", row.cfa_addend);
+      cfa += add;  // "*(sp+16)+8": this project's extension
+    }
     // The RA at its fixed place is what readelf 2.40 shows as "u".
     std::string ra = row.outermost ? "U" : "u";
     if (row.ra.kind == SFRAME_LOC_REG_OFFSET) ra = location(row.ra);

@@ -9,12 +9,14 @@
 //                                 (with --fdes, one line per FDE)
 //   sframe-client dump FILE       every FDE and row of FILE's .sframe, in the
 //                                 shape of readelf --sframe
-//   sframe-client gen ELF -o FILE [-3] [-v]
+//   sframe-client gen ELF -o FILE [-3] [-v] [--standard]
 //                                 SFrame made from ELF's .eh_frame, written
 //                                 to FILE (an ELF file `dump` reads); -3
 //                                 makes version 3; what stays uncovered is
 //                                 counted by reason (rows, text bytes), and
-//                                 with -v listed row by row
+//                                 with -v listed row by row; --standard
+//                                 leaves out this project's extension
+//                                 (CFA = *(reg + off) + c), for libsframe
 //   sframe-client list [PID]      what the module has for a process: each
 //                                 entry's text, source (registered,
 //                                 discovered, supplied, none), coverage
@@ -60,7 +62,7 @@ int usage(FILE* out) {
 #ifdef SFRAME_CLIENT_HAVE_DECODER
                "       sframe-client sections [--fdes] FILE\n"
                "       sframe-client dump FILE\n"
-               "       sframe-client gen ELF -o FILE [-3] [-v]\n"
+               "       sframe-client gen ELF -o FILE [-3] [-v] [--standard]\n"
 #endif
   );
   return out == stderr ? 2 : 0;
@@ -168,6 +170,8 @@ int cmd_gen(int argc, char** argv) {
       opts.version = 3;
     } else if (std::strcmp(argv[i], "-v") == 0) {
       verbose = true;
+    } else if (std::strcmp(argv[i], "--standard") == 0) {
+      opts.cfa_addend = false;
     } else if (!in) {
       in = argv[i];
     } else {
@@ -188,6 +192,11 @@ int cmd_gen(int argc, char** argv) {
               ", not %" PRIu64 "; text bytes covered %.2f%%\n",
               st.fdes, st.fdes_covered, percent(st.fdes_covered, st.fdes), st.fdes_partial,
               st.fdes_uncovered, percent(st.covered_bytes, st.fde_bytes));
+  if (st.rows_cfa_addend != 0) {
+    std::printf("  rows with this project's extension (CFA = *(reg + off) + c; libsframe "
+                "refuses the section, --standard leaves them out): %" PRIu64 "\n",
+                st.rows_cfa_addend);
+  }
   for (const auto& [why, rows] : st.uncovered_reasons) {
     const auto bytes = st.uncovered_reason_bytes.find(why);
     std::printf("  uncovered rows: %" PRIu64 " %s (%" PRIu64 " text bytes)\n", rows, why.c_str(),
@@ -277,10 +286,11 @@ int cmd_sections(int argc, char** argv) {
     return 1;
   }
   std::printf(
-      "  version %u, flags 0x%x%s%s%s, abi/arch %u, fixed RA offset %d, fixed FP offset %d\n",
+      "  version %u, flags 0x%x%s%s%s%s, abi/arch %u, fixed RA offset %d, fixed FP offset %d\n",
       sec.version, sec.flags, (sec.flags & SFRAME_F_FDE_SORTED) ? " FDE_SORTED" : "",
       (sec.flags & SFRAME_F_FRAME_POINTER) ? " FRAME_POINTER" : "",
-      (sec.flags & SFRAME_F_FDE_FUNC_START_PCREL) ? " FUNC_START_PCREL" : "", sec.abi_arch,
+      (sec.flags & SFRAME_F_FDE_FUNC_START_PCREL) ? " FUNC_START_PCREL" : "",
+      (sec.flags & SFRAME_F_X_CFA_ADDEND) ? " X_CFA_ADDEND" : "", sec.abi_arch,
       sec.fixed_ra_offset, sec.fixed_fp_offset);
   std::printf("  %" PRIu32 " FDEs, %" PRIu32 " FREs, %" PRIu32 " FRE bytes\n", sec.num_fdes,
               sec.num_fres, sec.fre_len);

@@ -109,7 +109,7 @@ rw_drap:
  * OpenSSL's perlasm (sha256_block_data_order_avx2 and others): the entry
  * RSP is saved, and `.cfi_cfa_expression %rsp+40,deref,+8` says
  * CFA = *(RSP + 40) + 8.  SFrame v3 has no rule adding after the load: the
- * body stays uncovered.
+ * body's row is written with this project's extension (SFRAME_F_X_CFA_ADDEND).
  */
 	.globl	rw_perlasm
 	.type	rw_perlasm, @function

@@ -11,8 +11,8 @@
  * then calling rw_leaf.  A complete user chain of a sample there is
  *   [rw_leaf,] rw_saved_cfa | rw_drap | rw_perlasm, rw_round, main,
  *   <libc: __libc_start_call_main>
- * (rw_perlasm's body, CFA = *(RSP + 40) + 8, has no SFrame rule: its
- * samples stop there).
+ * (rw_perlasm's body, CFA = *(RSP + 40) + 8, has no SFrame v3 rule: the
+ * generator writes it with this project's extension, SFRAME_F_X_CFA_ADDEND).
  */
 #include <stdint.h>
 #include <stdio.h>

@@ -41,6 +41,11 @@ struct GenerateOptions {
   // a v3 flexible FDE or the signal-frame bit.  False leaves such rows
   // uncovered (reasons ending in "(v3 only)").
   bool allow_v3 = true;
+  // Rows whose CFA is *(register + offset) + constant (OpenSSL's perlasm)
+  // are written with this project's extension of version 3
+  // (kFlagXCfaAddend, read by the module, refused by libsframe).  False
+  // leaves them uncovered, and the section readable by every reader.
+  bool cfa_addend = true;
 };
 
 struct GenerateStats {
@@ -52,6 +57,8 @@ struct GenerateStats {
   // rules do not change (consecutive DWARF rows with the same such rules
   // count once).
   uint64_t rows = 0, rows_uncovered = 0;
+  // Covered rows written with the CFA-addend extension (GenerateOptions).
+  uint64_t rows_cfa_addend = 0;
   uint64_t fde_bytes = 0;      // text bytes inside .eh_frame FDEs (summed over FDEs)
   uint64_t covered_bytes = 0;  // of those, bytes with an SFrame row
   // reason -> uncovered rows, e.g. "RA not at CFA-8".

@@ -25,6 +25,10 @@ inline constexpr uint8_t kSframeAbiAmd64 = 3;
 inline constexpr uint8_t kFlagFdeSorted = 0x1;
 inline constexpr uint8_t kFlagFramePointer = 0x2;
 inline constexpr uint8_t kFlagFuncStartPcrel = 0x4;
+// This project's extension of version 3 (SFRAME_F_X_CFA_ADDEND in
+// module/sframe_decode.h): flexible FREs may add a constant to the CFA
+// after its load.  libsframe refuses sections that carry it.
+inline constexpr uint8_t kFlagXCfaAddend = 0x80;
 
 // Byte offsets of header fields, for tests that write lying headers.
 namespace hdr {
@@ -92,6 +96,8 @@ bool relocate_section(void* data, size_t len, uint64_t old_addr, uint64_t new_ad
 // follows, then FP), and can also say:
 //  - cfa_reg: CFA = DWARF register cfa_reg + cfa_offset (default: RSP or RBP
 //    as cfa_base_sp says), loaded from that address if cfa_deref;
+//  - cfa_addend (with cfa_deref): added after the load, written with this
+//    project's extension (the section gets kFlagXCfaAddend);
 //  - fp_reg (with fp_offset): the caller's FP is fp_reg + *fp_offset, loaded
 //    from that address if fp_deref (e.g. DRAP's *(RBP + 0)); without fp_reg
 //    it is saved at CFA + *fp_offset as in default FDEs.
@@ -106,6 +112,7 @@ struct FreSpec {
   bool cfa_deref = false;
   std::optional<uint8_t> fp_reg = std::nullopt;
   bool fp_deref = true;
+  int32_t cfa_addend = 0;  // (last: aggregate initializers list the others)
 };
 
 struct FdeSpec {
@@ -153,7 +160,10 @@ class SectionBuilder {
   }
 
   uint8_t version() const { return version_; }
+  // As set; the section written also carries kFlagXCfaAddend when an FRE
+  // of a flexible FDE has a cfa_addend.
   uint8_t flags() const { return flags_; }
+  bool uses_cfa_addend() const;
   bool pcrel() const { return (flags_ & kFlagFuncStartPcrel) != 0; }
 
   // Bytes the section takes (does not depend on its address).
