@@ -67,25 +67,10 @@ static bool sframe_stop(struct sframe_user_unwind *uw, u32 reason)
 	return false;
 }
 
-/*
- * The value of DWARF register reg in the current frame.  Below the topmost
- * frame only SP and FP are known; every register is known at the top.
- */
-static bool sframe_reg_value(const struct sframe_user_unwind *uw, u8 reg,
-			     unsigned long *val)
+/* General register reg (DWARF numbering, not SP or FP) of regs. */
+static bool sframe_pt_reg(const struct pt_regs *regs, u8 reg,
+			  unsigned long *val)
 {
-	const struct pt_regs *regs = uw->regs;
-
-	switch (reg) {
-	case SFRAME_REG_RSP:
-		*val = uw->sp;
-		return true;
-	case SFRAME_REG_RBP:
-		*val = uw->bp;
-		return true;
-	}
-	if (!uw->topmost)
-		return false;
 	switch (reg) {
 	case 0: *val = regs->ax; return true;
 	case 1: *val = regs->dx; return true;
@@ -103,6 +88,24 @@ static bool sframe_reg_value(const struct sframe_user_unwind *uw, u8 reg,
 	case 15: *val = regs->r15; return true;
 	}
 	return false;
+}
+
+/*
+ * The value of DWARF register reg in the current frame.  Below the topmost
+ * frame only SP and FP are known; every register is known at the top.
+ */
+static bool sframe_reg_value(const struct sframe_user_unwind *uw, u8 reg,
+			     unsigned long *val)
+{
+	switch (reg) {
+	case SFRAME_REG_RSP:
+		*val = uw->sp;
+		return true;
+	case SFRAME_REG_RBP:
+		*val = uw->bp;
+		return true;
+	}
+	return uw->topmost && sframe_pt_reg(uw->regs, reg, val);
 }
 
 /*
@@ -218,6 +221,8 @@ static int sframe_lookup_row(struct sframe_user_unwind *uw, unsigned long pc,
 	return 0;
 }
 
+static void sframe_find_stack(struct sframe_user_unwind *uw);
+
 /*
  * One step with SFrame.  Returns 0 (stepped), SFRAME_STEP_UNCOVERED (no
  * section or no FDE covers the PC), or a negative errno with uw->stop set.
@@ -231,6 +236,7 @@ static int sframe_step(struct sframe_user_unwind *uw)
 	unsigned long pc = uw->topmost ? uw->ip : uw->ip - 1;
 	unsigned long cfa, ra, fp;
 	struct sframe_row row;
+	bool guessed;
 	u32 gen;
 	int ret;
 
@@ -252,14 +258,34 @@ static int sframe_step(struct sframe_user_unwind *uw)
 	if (row.signal_frame)
 		return SFRAME_STEP_SIGNAL;
 
-	if (!sframe_reg_value(uw, row.cfa_reg, &cfa))
-		return sframe_step_error(uw, -EINVAL);
+	guessed = false;
+	if (!sframe_reg_value(uw, row.cfa_reg, &cfa)) {
+		/*
+		 * A CFA based on another register (OpenSSL's aesni_gcm_encrypt
+		 * keeps its entry RSP in RAX around a call) in the caller of
+		 * the topmost frame: take the value the topmost frame has,
+		 * as libgcc and libdw do for a register the callee's CFI does
+		 * not restore.  A guess (the callee may have changed it), so
+		 * the CFA must also lie on the current stack; never deeper,
+		 * where the register passed through frames we know less of.
+		 */
+		if (!uw->caller_of_topmost ||
+		    !sframe_pt_reg(uw->regs, row.cfa_reg, &cfa))
+			return sframe_step_error(uw, -EINVAL);
+		guessed = true;
+	}
 	cfa += (long)row.cfa_offset;
 	if (row.cfa_deref) {
 		ret = sframe_read_ulong(cfa, &cfa);
 		if (ret)
 			return sframe_step_error(uw, ret);
 		cfa += (long)row.cfa_addend;	/* SFRAME_F_X_CFA_ADDEND */
+	}
+	if (guessed) {
+		if (!uw->stack_known)
+			sframe_find_stack(uw);
+		if (cfa <= uw->sp || cfa < uw->stack_lo || cfa > uw->stack_hi)
+			return sframe_step_error(uw, -EINVAL);
 	}
 
 	if (row.ra.kind == SFRAME_LOC_UNDEFINED) {
@@ -418,6 +444,7 @@ static bool sframe_step_signal(struct sframe_user_unwind *uw)
 	uw->bp = sc.bp;
 	/* The interrupted PC is exact, and every register is known. */
 	uw->topmost = true;
+	uw->caller_of_topmost = false;
 	uw->stack_known = false;
 	return true;
 }
@@ -446,6 +473,7 @@ void sframe_unwind_start(struct sframe_user_unwind *uw,
 
 bool sframe_unwind_next(struct sframe_user_unwind *uw)
 {
+	bool was_topmost = uw->topmost;
 	bool ok;
 
 	if (uw->stop)
@@ -467,6 +495,7 @@ bool sframe_unwind_next(struct sframe_user_unwind *uw)
 			return sframe_step_signal(uw);
 		if (ret != SFRAME_STEP_UNCOVERED) {
 			uw->topmost = false;
+			uw->caller_of_topmost = was_topmost;
 			return ret == 0;
 		}
 	}
@@ -480,6 +509,7 @@ bool sframe_unwind_next(struct sframe_user_unwind *uw)
 		return sframe_stop(uw, SFRAME_STOP_NO_COVERAGE);
 	ok = sframe_step_fp(uw);
 	uw->topmost = false;
+	uw->caller_of_topmost = was_topmost;
 	return ok;
 }
 

@@ -35,6 +35,7 @@ struct sframe_user_unwind {
 	unsigned long ip, sp, bp;   /* the current frame */
 	const struct pt_regs *regs; /* registers of the topmost frame */
 	bool topmost;
+	bool caller_of_topmost;     /* the frame the topmost one returns to */
 	u32 flags;                  /* SFRAME_UNWIND_F_* */
 	struct sframe_mm *smm;      /* registry of current->mm, or NULL */
 	struct sframe_row_cache *rows; /* its row cache */

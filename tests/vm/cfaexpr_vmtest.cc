@@ -9,6 +9,13 @@
 //   rw_perlasm    CFA = *(RSP + 40) + 8     OpenSSL's perlasm: no SFrame v3
 //                                           rule; this project's extension
 //                                           (SFRAME_F_X_CFA_ADDEND)
+//   rw_rax_cfa    CFA = RAX + 8             OpenSSL's aesni_gcm_encrypt;
+//                                           below its assembly leaf
+//                                           rw_rax_leaf RAX is the leaf's
+//                                           (the module's guess); and
+//                                           rw_rax_cfa_clobbered, whose
+//                                           leaf holds a heap address in
+//                                           RAX: the walk stops there
 // Samples in each, as the topmost frame and below rw_leaf (where RSP is the
 // CFA of the frame above and RBP what that frame's rule gave), must reach
 // main (the numbers are recorded as properties).
@@ -57,17 +64,40 @@ TEST_F(CfaExprTest, RealignedFramesReachMainInEverySample) {
 
   // key: "rw_saved_cfa" (topmost) or "rw_leaf<rw_saved_cfa" (below the leaf)
   std::map<std::string, Tally> t;
+  // In rw_rax_clobber_leaf RAX holds a heap address: the guess gives a CFA
+  // off the stack, and the walk must stop there (BAD_FRAME), with exactly
+  // the two frames it knows.  In the leaf's first and last instructions,
+  // before RAX is set and after it is restored, the guess is right and the
+  // chain complete.  Nothing else: never a frame made up.
+  Tally clobbered;  // complete: the samples that stopped
+  size_t clobbered_right = 0;
   for (const sframe::Sample* smp : c.Samples()) {
     if (smp->user.empty()) continue;
     const std::vector<sframe::Symbol> user = User(*smp);
     const std::vector<std::string> n = vmtest::Names(user);
+    if (n[0] == "rw_rax_clobber_leaf") {
+      clobbered.samples++;
+      const bool caller = n.size() >= 2 && n[1] == "rw_rax_cfa_clobbered";
+      if (caller && n.size() == 2 && smp->user_stop == sframe::StopReason::kBadFrame) {
+        clobbered.complete++;
+      } else if (caller && n.size() > 3 && n[2] == "rw_round" && n[3] == "main") {
+        clobbered_right++;
+      } else if (clobbered.first_bad.empty()) {
+        clobbered.first_bad = vmtest::Describe(*smp, user);
+      }
+      continue;
+    }
     size_t at = 0;
-    if (!n.empty() && n[0] == "rw_leaf") at = 1;
-    if (at >= n.size() || n[at].rfind("rw_", 0) != 0 || n[at] == "rw_round") continue;
-    Tally& k = t[at ? "rw_leaf<" + n[at] : n[at]];
+    if (!n.empty() && (n[0] == "rw_leaf" || n[0] == "rw_rax_leaf")) at = 1;
+    // rw_rax_leaf has one caller: a walk that stops in it counts too.
+    const bool rax_leaf = at && n[0] == "rw_rax_leaf";
+    if (!rax_leaf && (at >= n.size() || n[at].rfind("rw_", 0) != 0 || n[at] == "rw_round")) {
+      continue;
+    }
+    Tally& k = t[rax_leaf ? "rw_rax_leaf<rw_rax_cfa" : at ? n[0] + "<" + n[at] : n[at]];
     k.samples++;
-    const bool ok =
-        at + 2 < n.size() && n[at + 1] == "rw_round" && n[at + 2] == "main";
+    const bool ok = at + 2 < n.size() && (!rax_leaf || n[at] == "rw_rax_cfa") &&
+                    n[at + 1] == "rw_round" && n[at + 2] == "main";
     if (ok) {
       k.complete++;
     } else if (k.first_bad.empty()) {
@@ -79,7 +109,7 @@ TEST_F(CfaExprTest, RealignedFramesReachMainInEverySample) {
   }
   for (const char* key :
        {"rw_saved_cfa", "rw_leaf<rw_saved_cfa", "rw_drap", "rw_leaf<rw_drap", "rw_perlasm",
-        "rw_leaf<rw_perlasm"}) {
+        "rw_leaf<rw_perlasm", "rw_rax_cfa", "rw_rax_leaf<rw_rax_cfa"}) {
     SCOPED_TRACE(key);
     const Tally& k = t[key];
     EXPECT_GE(k.samples, 100u) << "too few samples";
@@ -87,6 +117,13 @@ TEST_F(CfaExprTest, RealignedFramesReachMainInEverySample) {
         << k.complete << " of " << k.samples << " complete; e.g.\n"
         << k.first_bad;
   }
+  RecordProperty("rw_rax_clobber_leaf stopped+complete",
+                 std::to_string(clobbered.complete) + "+" + std::to_string(clobbered_right) +
+                     "/" + std::to_string(clobbered.samples));
+  EXPECT_GE(clobbered.complete, 100u) << "too few samples in rw_rax_clobber_leaf's loop";
+  EXPECT_EQ(clobbered.complete + clobbered_right, clobbered.samples)
+      << "a walk through a wrongly guessed RAX went on; e.g.\n"
+      << clobbered.first_bad;
   EXPECT_EQ(c.stats.lost, 0u);
 }
 

@@ -150,4 +150,81 @@ rw_perlasm:
 	.cfi_endproc
 	.size	rw_perlasm, .-rw_perlasm
 
+/*
+ * OpenSSL's aesni_gcm_encrypt: the entry RSP is kept in RAX for the whole
+ * body, CFA = RAX + 8 (a v3 flexible row), around a call to an assembly
+ * leaf.  Below the leaf RAX is not known, only guessed from the leaf's (the
+ * module's caller-of-the-topmost-frame rule).
+ *
+ *   void rw_rax_cfa(uint64_t *arg, uint64_t spins)
+ *	calls rw_rax_leaf, which leaves RAX alone (as _aesni_ctr32_ghash_6x
+ *	does): the guess is right.
+ *   void rw_rax_cfa_clobbered(uint64_t *arg, uint64_t spins, void *heap)
+ *	calls rw_rax_clobber_leaf, which holds heap in RAX while it spins
+ *	(and restores RAX before it returns): the guess is wrong, and must
+ *	stop the walk instead of making up frames.
+ */
+.macro RAX_CFA name, leaf
+	.globl	\name
+	.type	\name, @function
+\name:
+	.cfi_startproc
+	mov	%rsp, %rax
+	.cfi_def_cfa_register %rax
+	push	%rbx
+	.cfi_offset %rbx, -16
+	push	%rbp
+	.cfi_offset %rbp, -24
+	sub	$96, %rsp
+	and	$-64, %rsp
+	mov	%rdi, %rbx
+	mov	%rsi, %rbp
+	mov	%rsi, %rcx
+	mov	(%rdi), %r8
+1:	imul	$0x5851f42d, %r8, %r8
+	add	$0x14057b7e, %r8
+	dec	%rcx
+	jnz	1b
+	mov	%r8, (%rbx)
+	mov	%rbx, %rdi
+	mov	%rbp, %rsi
+	call	\leaf
+	mov	-16(%rax), %rbp
+	.cfi_restore %rbp
+	mov	-8(%rax), %rbx
+	.cfi_restore %rbx
+	mov	%rax, %rsp
+	.cfi_def_cfa_register %rsp
+	ret
+	.cfi_endproc
+	.size	\name, .-\name
+.endm
+
+/* Leaves: spin on (%rdi) for %rsi rounds; RAX = %rdx meanwhile if nonzero. */
+.macro RAX_LEAF name
+	.type	\name, @function
+\name:
+	.cfi_startproc
+	mov	%rax, %r9
+	test	%rdx, %rdx
+	jz	2f
+	mov	%rdx, %rax
+2:	mov	%rsi, %rcx
+	mov	(%rdi), %r8
+1:	imul	$0x2545f491, %r8, %r8
+	add	$0x4f6cdd1d, %r8
+	dec	%rcx
+	jnz	1b
+	mov	%r8, (%rdi)
+	mov	%r9, %rax
+	ret
+	.cfi_endproc
+	.size	\name, .-\name
+.endm
+
+	RAX_CFA rw_rax_cfa, rw_rax_leaf
+	RAX_CFA rw_rax_cfa_clobbered, rw_rax_clobber_leaf
+	RAX_LEAF rw_rax_leaf
+	RAX_LEAF rw_rax_clobber_leaf
+
 	.section .note.GNU-stack, "", @progbits

@@ -8,8 +8,12 @@
  *
  * It prints "ready" (flushed) before the first round.  Each round calls
  * rw_saved_cfa, rw_drap and rw_perlasm, each spinning in its own body and
- * then calling rw_leaf.  A complete user chain of a sample there is
+ * then calling rw_leaf, and rw_rax_cfa, which calls the assembly leaf
+ * rw_rax_leaf.  A complete user chain of a sample there is
  *   [rw_leaf,] rw_saved_cfa | rw_drap | rw_perlasm, rw_round, main,
+ *   [rw_rax_leaf,] rw_rax_cfa, rw_round, main,
+ * and rw_rax_cfa_clobbered (its leaf holds a heap address in RAX) one whose
+ * walk stops below rw_rax_clobber_leaf.
  *   <libc: __libc_start_call_main>
  * (rw_perlasm's body, CFA = *(RSP + 40) + 8, has no SFrame v3 rule: the
  * generator writes it with this project's extension, SFRAME_F_X_CFA_ADDEND).
@@ -24,6 +28,10 @@
 void rw_saved_cfa(void (*fn)(uint64_t *), uint64_t *arg, uint64_t spins);
 void rw_drap(void (*fn)(uint64_t *), uint64_t *arg, uint64_t spins);
 void rw_perlasm(void (*fn)(uint64_t *), uint64_t *arg, uint64_t spins);
+void rw_rax_cfa(uint64_t *arg, uint64_t spins, void *rax);
+void rw_rax_cfa_clobbered(uint64_t *arg, uint64_t spins, void *heap);
+
+static void *rw_heap;
 
 __attribute__((noinline, noclone)) static void rw_leaf(uint64_t *x)
 {
@@ -39,6 +47,8 @@ __attribute__((noinline, noclone)) static void rw_round(uint64_t *x)
 	rw_saved_cfa(rw_leaf, x, RW_SPINS);
 	rw_drap(rw_leaf, x, RW_SPINS);
 	rw_perlasm(rw_leaf, x, RW_SPINS);
+	rw_rax_cfa(x, RW_SPINS, NULL);
+	rw_rax_cfa_clobbered(x, RW_SPINS, rw_heap);
 	__asm__ volatile("" ::: "memory");
 }
 
@@ -55,6 +65,8 @@ int main(int argc, char **argv)
 	double seconds = argc > 1 ? atof(argv[1]) : 0;
 	double start = now_s();
 	uint64_t x = 1;
+
+	rw_heap = malloc(64);
 
 	printf("ready\n");
 	fflush(stdout);
