@@ -106,6 +106,21 @@ rw_drap:
 	.size	rw_drap, .-rw_drap
 
 /*
+ * perlasm's entry: the entry RSP kept in RAX (CFA = RAX + 8), RBX and RBP
+ * pushed, the stack realigned to 64 bytes.
+ */
+.macro PERLASM_ENTRY
+	mov	%rsp, %rax
+	.cfi_def_cfa_register %rax
+	push	%rbx
+	.cfi_offset %rbx, -16
+	push	%rbp
+	.cfi_offset %rbp, -24
+	sub	$96, %rsp
+	and	$-64, %rsp
+.endm
+
+/*
  * OpenSSL's perlasm (sha256_block_data_order_avx2 and others): the entry
  * RSP is saved, and `.cfi_cfa_expression %rsp+40,deref,+8` says
  * CFA = *(RSP + 40) + 8.  SFrame v3 has no rule adding after the load: the
@@ -115,14 +130,7 @@ rw_drap:
 	.type	rw_perlasm, @function
 rw_perlasm:
 	.cfi_startproc
-	mov	%rsp, %rax
-	.cfi_def_cfa_register %rax
-	push	%rbx
-	.cfi_offset %rbx, -16
-	push	%rbp
-	.cfi_offset %rbp, -24
-	sub	$96, %rsp
-	and	$-64, %rsp
+	PERLASM_ENTRY
 	mov	%rax, 40(%rsp)
 	/* DW_CFA_def_cfa_expression: DW_OP_breg7 (rsp) 40; DW_OP_deref;
 	   DW_OP_plus_uconst 8 */
@@ -164,28 +172,26 @@ rw_perlasm:
  *	(and restores RAX before it returns): the guess is wrong, and must
  *	stop the walk instead of making up frames.
  */
-.macro RAX_CFA name, leaf
-	.globl	\name
-	.type	\name, @function
-\name:
-	.cfi_startproc
-	mov	%rsp, %rax
-	.cfi_def_cfa_register %rax
-	push	%rbx
-	.cfi_offset %rbx, -16
-	push	%rbp
-	.cfi_offset %rbp, -24
-	sub	$96, %rsp
-	and	$-64, %rsp
-	mov	%rdi, %rbx
-	mov	%rsi, %rbp
+/* *%rdi hashed %rsi times, with RCX and R8 (RAX untouched). */
+.macro SPIN_ON_ARG
 	mov	%rsi, %rcx
 	mov	(%rdi), %r8
 1:	imul	$0x5851f42d, %r8, %r8
 	add	$0x14057b7e, %r8
 	dec	%rcx
 	jnz	1b
-	mov	%r8, (%rbx)
+	mov	%r8, (%rdi)
+.endm
+
+.macro RAX_CFA name, leaf
+	.globl	\name
+	.type	\name, @function
+\name:
+	.cfi_startproc
+	PERLASM_ENTRY
+	mov	%rdi, %rbx
+	mov	%rsi, %rbp
+	SPIN_ON_ARG
 	mov	%rbx, %rdi
 	mov	%rbp, %rsi
 	call	\leaf
@@ -209,13 +215,7 @@ rw_perlasm:
 	test	%rdx, %rdx
 	jz	2f
 	mov	%rdx, %rax
-2:	mov	%rsi, %rcx
-	mov	(%rdi), %r8
-1:	imul	$0x2545f491, %r8, %r8
-	add	$0x4f6cdd1d, %r8
-	dec	%rcx
-	jnz	1b
-	mov	%r8, (%rdi)
+2:	SPIN_ON_ARG
 	mov	%r9, %rax
 	ret
 	.cfi_endproc
