@@ -89,8 +89,9 @@
  * Bytes of FREs read at once.  The largest FRE the decoder accepts on
  * AMD64 is 33 bytes: a 4-byte start offset, the info byte and 7 data words
  * of 4 bytes (v3 flexible FDE: CFA, RA and FP each as a control word plus
- * an offset, and the CFA's addend of SFRAME_F_X_CFA_ADDEND).  Bigger FREs are refused before their words are read, so a
- * chunk always holds at least one whole FRE.
+ * an offset, and the CFA's addend of SFRAME_F_X_CFA_ADDEND).  Bigger FREs
+ * are refused before their words are read, so a chunk always holds at
+ * least one whole FRE.
  */
 #define FRE_CHUNK 64
 

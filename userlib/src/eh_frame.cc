@@ -91,7 +91,8 @@ struct Rule {
   bool operator==(const Rule& o) const {
     if (outermost || o.outermost) return outermost == o.outermost;
     return cfa_reg == o.cfa_reg && cfa_deref == o.cfa_deref && cfa_offset == o.cfa_offset &&
-           cfa_addend == o.cfa_addend && fp == o.fp && fp_reg == o.fp_reg && fp_deref == o.fp_deref && fp_offset == o.fp_offset;
+           cfa_addend == o.cfa_addend && fp == o.fp && fp_reg == o.fp_reg &&
+           fp_deref == o.fp_deref && fp_offset == o.fp_offset;
   }
   bool operator!=(const Rule& o) const { return !(*this == o); }
 
