@@ -221,7 +221,37 @@ static int sframe_lookup_row(struct sframe_user_unwind *uw, unsigned long pc,
 	return 0;
 }
 
-static void sframe_find_stack(struct sframe_user_unwind *uw);
+/*
+ * The bounds of the stack the current frame is on: its mapping where it
+ * can be looked up without sleeping (a task, and mmap_lock free), else a
+ * window of SFRAME_FP_STACK_WINDOW above the stack pointer.
+ */
+static void sframe_find_stack(struct sframe_user_unwind *uw)
+{
+	struct mm_struct *mm = current->mm;
+	struct vm_area_struct *vma;
+
+	uw->stack_lo = uw->sp;
+	uw->stack_hi = min(uw->sp + SFRAME_FP_STACK_WINDOW, TASK_SIZE_MAX);
+	uw->stack_known = true;
+	if (!mm || !uw->can_sleep || !mmap_read_trylock(mm))
+		return;
+	vma = sframe_next_vma(mm, uw->sp);
+	if (vma && vma->vm_start <= uw->sp) {
+		uw->stack_lo = vma->vm_start;
+		uw->stack_hi = vma->vm_end;
+	}
+	mmap_read_unlock(mm);
+}
+
+/* [addr, addr + len) lies on the stack of the current frame. */
+static bool sframe_on_stack(struct sframe_user_unwind *uw, unsigned long addr,
+			    unsigned long len)
+{
+	if (!uw->stack_known)
+		sframe_find_stack(uw);
+	return addr >= uw->stack_lo && addr + len <= uw->stack_hi;
+}
 
 /*
  * One step with SFrame.  Returns 0 (stepped), SFRAME_STEP_UNCOVERED (no
@@ -282,9 +312,7 @@ static int sframe_step(struct sframe_user_unwind *uw)
 		cfa += (long)row.cfa_addend;	/* SFRAME_F_X_CFA_ADDEND */
 	}
 	if (guessed) {
-		if (!uw->stack_known)
-			sframe_find_stack(uw);
-		if (cfa <= uw->sp || cfa < uw->stack_lo || cfa > uw->stack_hi)
+		if (cfa <= uw->sp || !sframe_on_stack(uw, cfa, 0))
 			return sframe_step_error(uw, -EINVAL);
 	}
 
@@ -315,29 +343,6 @@ static int sframe_step(struct sframe_user_unwind *uw)
 	return 0;
 }
 
-/*
- * The bounds of the stack the current frame is on: its mapping where it
- * can be looked up without sleeping (a task, and mmap_lock free), else a
- * window of SFRAME_FP_STACK_WINDOW above the stack pointer.
- */
-static void sframe_find_stack(struct sframe_user_unwind *uw)
-{
-	struct mm_struct *mm = current->mm;
-	struct vm_area_struct *vma;
-
-	uw->stack_lo = uw->sp;
-	uw->stack_hi = min(uw->sp + SFRAME_FP_STACK_WINDOW, TASK_SIZE_MAX);
-	uw->stack_known = true;
-	if (!mm || !uw->can_sleep || !mmap_read_trylock(mm))
-		return;
-	vma = sframe_next_vma(mm, uw->sp);
-	if (vma && vma->vm_start <= uw->sp) {
-		uw->stack_lo = vma->vm_start;
-		uw->stack_hi = vma->vm_end;
-	}
-	mmap_read_unlock(mm);
-}
-
 static bool sframe_step_fp(struct sframe_user_unwind *uw)
 {
 	unsigned long fp = uw->bp, next_fp, ra;
@@ -352,9 +357,7 @@ static bool sframe_step_fp(struct sframe_user_unwind *uw)
 	 */
 	if (fp < uw->sp || (fp & 7) || fp > TASK_SIZE_MAX - 16)
 		return sframe_stop(uw, SFRAME_STOP_NO_COVERAGE);
-	if (!uw->stack_known)
-		sframe_find_stack(uw);
-	if (fp < uw->stack_lo || fp + 16 > uw->stack_hi)
+	if (!sframe_on_stack(uw, fp, 16))
 		return sframe_stop(uw, SFRAME_STOP_NO_COVERAGE);
 	if (sframe_read_ulong(fp, &next_fp) ||
 	    sframe_read_ulong(fp + 8, &ra))

@@ -46,8 +46,9 @@ struct sframe_user_unwind {
 	u32 budget;                 /* decoding units left (see above) */
 	/*
 	 * The stack mapping of the current frame, [stack_lo, stack_hi), once
-	 * the frame-pointer rule needed it (stack_known); a signal frame may
-	 * move the walk to another stack (sigaltstack), which forgets it.
+	 * a rule needed it (stack_known: the frame-pointer rule, a CFA from a
+	 * guessed register); a signal frame may move the walk to another
+	 * stack (sigaltstack), which forgets it.
 	 */
 	unsigned long stack_lo, stack_hi;
 	bool stack_known;
