@@ -19,9 +19,6 @@
 // Samples in each, as the topmost frame and below rw_leaf (where RSP is the
 // CFA of the frame above and RBP what that frame's rule gave), must reach
 // main (the numbers are recorded as properties).
-#include <stdlib.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <map>
 #include <string>
@@ -30,11 +27,6 @@
 #include "sessions.h"
 
 namespace {
-
-std::string FreshCacheDir() {
-  char dir[] = "/tmp/sframe-cache-XXXXXX";
-  return mkdtemp(dir) ? std::string(dir) : std::string("/tmp");
-}
 
 struct Tally {
   size_t samples = 0, complete = 0;
@@ -49,7 +41,7 @@ TEST_F(CfaExprTest, RealignedFramesReachMainInEverySample) {
   auto w = vmtest::Workload::Start({"0"}, &err, "realign_workload");
   ASSERT_TRUE(w) << err;
   sym_.load_process(w->pid());
-  sframe::SframeCache cache(FreshCacheDir());
+  sframe::SframeCache cache(vmtest::FreshCacheDir());
   sframe::ProcessCoverage cov(dev(), w->pid(), &cache);
   const sframe::CoverageUpdate u = cov.refresh();
   EXPECT_TRUE(std::any_of(u.generated.begin(), u.generated.end(), [](const std::string& s) {

@@ -35,12 +35,6 @@ struct UnwindReq {
   bool done = false;
 };
 
-// A cache of generated sections private to one child.
-std::string FreshCacheDir() {
-  char dir[] = "/tmp/sframe-cache-XXXXXX";
-  return mkdtemp(dir) ? std::string(dir) : std::string("/tmp");
-}
-
 // Every frame from `from` up to (not including) the first frame named
 // `until` lies in libc; there is at least one.
 ::testing::AssertionResult LibcFramesBetween(const Chain& c, size_t from,
@@ -104,7 +98,7 @@ VMTEST_CHILD(qsort_chain) {
   qsort_caller(&req);
   vmtest::EmitUnwind("uncovered", req.result);
 
-  sframe::SframeCache cache(FreshCacheDir());
+  sframe::SframeCache cache(vmtest::FreshCacheDir());
   sframe::ProcessCoverage cov(dev, 0, &cache);
   const sframe::CoverageUpdate u = cov.refresh();
   for (const auto& [object, why] : u.failed)
@@ -179,7 +173,7 @@ VMTEST_NOIPA static int exe_calls_plain(dl_chain_fn fn, UnwindReq* r) {
 VMTEST_CHILD(dlopen_plain) {
   (void)arg;
   sframe::Device dev(vmtest::DevicePath());
-  sframe::SframeCache cache(FreshCacheDir());
+  sframe::SframeCache cache(vmtest::FreshCacheDir());
   sframe::ProcessCoverage cov(dev, 0, &cache);
   cov.refresh();
   const std::string path = vmtest::NextToSelf("libvmtest_dl_plain.so");
@@ -231,7 +225,7 @@ TEST_F(EhFrameSessionTest, QsortCallbackSamplesReachMainThroughLibc) {
   auto w = vmtest::Workload::Start({"0"}, &err, "qsort_workload");
   ASSERT_TRUE(w) << err;
   sym_.load_process(w->pid());
-  sframe::SframeCache cache(FreshCacheDir());
+  sframe::SframeCache cache(vmtest::FreshCacheDir());
   sframe::ProcessCoverage cov(dev(), w->pid(), &cache);
   const sframe::CoverageUpdate u = cov.refresh();
   const auto has = [&](const char* part) {

@@ -81,6 +81,11 @@ std::string DevicePath() {
   return (env != nullptr && *env != '\0') ? env : SFRAME_UNWIND_DEVICE;
 }
 
+std::string FreshCacheDir() {
+  char dir[] = "/tmp/sframe-cache-XXXXXX";
+  return mkdtemp(dir) ? std::string(dir) : std::string("/tmp");
+}
+
 bool SetModuleParam(const char* name, const char* value) {
   std::string path = std::string("/sys/module/sframe_unwind/parameters/") + name;
   FILE* f = std::fopen(path.c_str(), "w");

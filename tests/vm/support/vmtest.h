@@ -37,6 +37,10 @@ namespace vmtest {
 // $SFRAME_VM_DEVICE (set by the VM rig), else SFRAME_UNWIND_DEVICE.
 std::string DevicePath();
 
+// A new, empty directory for an SframeCache private to one test (made
+// with mkdtemp under /tmp; /tmp itself if that fails).
+std::string FreshCacheDir();
+
 // Writes value to /sys/module/sframe_unwind/parameters/name (root only).
 bool SetModuleParam(const char* name, const char* value);
 
