@@ -11,6 +11,32 @@
 	.text
 
 /*
+ * The body's work: \reg hashed RCX times (RCX counts down to 0).
+ */
+.macro SPIN reg
+1:	imul	$0x5851f42d, \reg, \reg
+	add	$0x14057b7e, \reg
+	dec	%rcx
+	jnz	1b
+.endm
+
+/*
+ * rw_xxx(fn, arg, spins) on a realigned frame with 48(%rsp) free: spins
+ * rounds from spins, the result stored at 48(%rsp), then fn(arg).  RBX
+ * and RBP (saved by the caller of the macro) hold fn and arg.
+ */
+.macro SPIN_THEN_CALL
+	mov	%rdi, %rbx
+	mov	%rsi, %rbp
+	mov	%rdx, %rcx
+	mov	%rdx, %rax
+	SPIN	%rax
+	mov	%rax, 48(%rsp)
+	mov	%rbp, %rdi
+	call	*%rbx
+.endm
+
+/*
  * The CFA is saved on the realigned stack: CFA = *(RSP + 40), which
  * SFrame v3 says with a flexible FDE.  RBP is a general register in the
  * body (as in perlasm), the caller's saved at CFA - 24.
@@ -32,17 +58,7 @@ rw_saved_cfa:
 	mov	%rax, 40(%rsp)
 	/* DW_CFA_def_cfa_expression: DW_OP_breg7 (rsp) 40; DW_OP_deref */
 	.cfi_escape 0x0f, 0x03, 0x77, 0x28, 0x06
-	mov	%rdi, %rbx
-	mov	%rsi, %rbp
-	mov	%rdx, %rcx
-	mov	%rdx, %rax
-1:	imul	$0x5851f42d, %rax, %rax
-	add	$0x14057b7e, %rax
-	dec	%rcx
-	jnz	1b
-	mov	%rax, 48(%rsp)
-	mov	%rbp, %rdi
-	call	*%rbx
+	SPIN_THEN_CALL
 	mov	40(%rsp), %rax
 	.cfi_def_cfa %rax, 0
 	lea	-24(%rax), %rsp
@@ -85,10 +101,7 @@ rw_drap:
 	mov	%rsi, (%rsp)
 	mov	%rdx, %rcx
 	mov	%rdx, %rax
-1:	imul	$0x5851f42d, %rax, %rax
-	add	$0x14057b7e, %rax
-	dec	%rcx
-	jnz	1b
+	SPIN	%rax
 	mov	%rax, 8(%rsp)
 	mov	(%rsp), %rdi
 	call	*%rbx
@@ -135,17 +148,7 @@ rw_perlasm:
 	/* DW_CFA_def_cfa_expression: DW_OP_breg7 (rsp) 40; DW_OP_deref;
 	   DW_OP_plus_uconst 8 */
 	.cfi_escape 0x0f, 0x05, 0x77, 0x28, 0x06, 0x23, 0x08
-	mov	%rdi, %rbx
-	mov	%rsi, %rbp
-	mov	%rdx, %rcx
-	mov	%rdx, %rax
-1:	imul	$0x5851f42d, %rax, %rax
-	add	$0x14057b7e, %rax
-	dec	%rcx
-	jnz	1b
-	mov	%rax, 48(%rsp)
-	mov	%rbp, %rdi
-	call	*%rbx
+	SPIN_THEN_CALL
 	mov	40(%rsp), %rsi
 	.cfi_def_cfa %rsi, 8
 	mov	-16(%rsi), %rbp
@@ -176,10 +179,7 @@ rw_perlasm:
 .macro SPIN_ON_ARG
 	mov	%rsi, %rcx
 	mov	(%rdi), %r8
-1:	imul	$0x5851f42d, %r8, %r8
-	add	$0x14057b7e, %r8
-	dec	%rcx
-	jnz	1b
+	SPIN	%r8
 	mov	%r8, (%rdi)
 .endm
 
