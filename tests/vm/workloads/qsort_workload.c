@@ -14,9 +14,9 @@
  *   main, <libc: __libc_start_call_main>
  */
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
+
+#include "timed_rounds.h"
 
 #define QW_ELEMENTS 4096
 
@@ -42,26 +42,16 @@ __attribute__((noinline, noclone)) static void qw_sort_round(uint64_t *v, size_t
 	__asm__ volatile("" ::: "memory");
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 int main(int argc, char **argv)
 {
-	double seconds = argc > 1 ? atof(argv[1]) : 0;
 	uint64_t *v = malloc(QW_ELEMENTS * sizeof(*v));
-	double start = now_s();
 	uint64_t seed = 1;
+	struct timed_rounds t;
 
 	if (!v)
 		return 1;
-	printf("ready\n");
-	fflush(stdout);
-	while (seconds <= 0 || now_s() - start < seconds)
+	t = timed_rounds_start(argc, argv);
+	while (timed_rounds_go_on(&t))
 		qw_sort_round(v, QW_ELEMENTS, seed++);
 	free(v);
 	return 0;

@@ -21,7 +21,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
+
+#include "timed_rounds.h"
 
 #define RW_SPINS 20000
 
@@ -52,25 +53,14 @@ __attribute__((noinline, noclone)) static void rw_round(uint64_t *x)
 	__asm__ volatile("" ::: "memory");
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 int main(int argc, char **argv)
 {
-	double seconds = argc > 1 ? atof(argv[1]) : 0;
-	double start = now_s();
 	uint64_t x = 1;
+	struct timed_rounds t;
 
 	rw_heap = malloc(64);
-
-	printf("ready\n");
-	fflush(stdout);
-	while (seconds <= 0 || now_s() - start < seconds)
+	t = timed_rounds_start(argc, argv);
+	while (timed_rounds_go_on(&t))
 		rw_round(&x);
 	printf("%llu\n", (unsigned long long)(x & 1));
 	return 0;
