@@ -34,6 +34,7 @@
 #include "sframe_client/objects.h"
 #include "sframe_client/perf_event.h"
 #include "sframe_client/session.h"
+#include "sframe_profile/symbolizer.h"
 
 extern "C" {
 typedef void (*chain_leaf_fn)(void* arg);

@@ -35,7 +35,7 @@
 #include <string>
 #include <vector>
 
-#include "sframe_client/sframe_client.h"
+#include "sframe_client/sframe_client.hpp"
 
 extern char** environ;
 

@@ -12,7 +12,7 @@ add_executable(unwind_vmbench unwind_vmbench.cc
 # The harness frames carry both .sframe and frame pointers (like
 # libsframe-client), so both methods step through them.
 target_compile_options(unwind_vmbench PRIVATE -O2 -Wall -Wextra -Wa,--gsframe -fno-omit-frame-pointer)
-target_link_libraries(unwind_vmbench PRIVATE sframe-client)
+target_link_libraries(unwind_vmbench PRIVATE sframe-gen sframe-profile sframe-client-static)
 
 # profile_vmbench: the cost of profiling through a session (and, when perf is
 # installed, of perf record --call-graph fp/dwarf) to the profiled workload,
@@ -20,7 +20,7 @@ target_link_libraries(unwind_vmbench PRIVATE sframe-client)
 if(TARGET session_workload)
   add_executable(profile_vmbench profile_vmbench.cc)
   target_compile_options(profile_vmbench PRIVATE -O2 -Wall -Wextra)
-  target_link_libraries(profile_vmbench PRIVATE sframe-client)
+  target_link_libraries(profile_vmbench PRIVATE sframe-gen sframe-profile sframe-client-static)
   target_compile_definitions(profile_vmbench PRIVATE
     SFRAME_BENCH_WORKLOAD="$<TARGET_FILE:session_workload>"
     SFRAME_BENCH_WORKLOAD_FP="$<TARGET_FILE:session_workload_fpbuild>")
@@ -32,7 +32,7 @@ endif()
 # covered by discovery, against one that registers its objects.
 add_executable(discovery_vmbench discovery_vmbench.cc $<TARGET_OBJECTS:bench_chain_sframe>)
 target_compile_options(discovery_vmbench PRIVATE -O2 -Wall -Wextra -Wa,--gsframe -fomit-frame-pointer)
-target_link_libraries(discovery_vmbench PRIVATE sframe-client)
+target_link_libraries(discovery_vmbench PRIVATE sframe-gen sframe-profile sframe-client-static)
 set_target_properties(discovery_vmbench PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
 
 # bounds_vmbench: worst cases of the decoding bounds (issue 10, finding 1)
@@ -40,5 +40,5 @@ set_target_properties(discovery_vmbench PROPERTIES CXX_STANDARD 17 CXX_STANDARD_
 add_executable(bounds_vmbench bounds_vmbench.cc $<TARGET_OBJECTS:bench_chain_sframe>)
 target_include_directories(bounds_vmbench PRIVATE ${PROJECT_SOURCE_DIR}/tests/vm)
 target_compile_options(bounds_vmbench PRIVATE -O2 -Wall -Wextra -Wa,--gsframe -fomit-frame-pointer)
-target_link_libraries(bounds_vmbench PRIVATE sframe-client)
+target_link_libraries(bounds_vmbench PRIVATE sframe-gen sframe-profile sframe-client-static)
 set_target_properties(bounds_vmbench PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)

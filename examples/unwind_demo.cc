@@ -7,7 +7,7 @@
 
 #include "sframe_client/device.h"
 #include "sframe_client/objects.h"
-#include "sframe_client/symbolizer.h"
+#include "sframe_profile/symbolizer.h"
 
 extern "C" {
 typedef void (*chain_leaf_fn)(void* arg);

@@ -1,5 +1,5 @@
 // libFuzzer target for the SFrame generator's .eh_frame reader and CFA
-// interpreter (userlib/src/cfi.cc, userlib/src/eh_frame.cc).
+// interpreter (userlib/gen/src/cfi.cc, userlib/gen/src/eh_frame.cc).
 //
 // Input: a 21-byte header, then the .eh_frame bytes:
 //   [0, 8)   the section's address (little-endian)
@@ -15,7 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "sframe_client/eh_frame.h"
+#include "sframe_gen/eh_frame.h"
 #include "sframe_client/error.h"
 #include "sframe_decode.h"
 #include "sframe_source_mem.h"

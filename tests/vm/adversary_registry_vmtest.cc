@@ -40,6 +40,7 @@
 
 #include "synthetic.h"
 #include "vmtest.h"
+#include "sframe_test/errno_of.h"
 
 #ifndef __NR_pidfd_open
 #define __NR_pidfd_open 434

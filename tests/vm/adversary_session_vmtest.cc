@@ -44,6 +44,7 @@
 
 #include "sessions.h"
 #include "vmtest.h"
+#include "sframe_test/errno_of.h"
 
 namespace {
 

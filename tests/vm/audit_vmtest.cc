@@ -26,6 +26,7 @@
 #include "chains.h"
 #include "libs/chain_lib.h"
 #include "vmtest.h"
+#include "sframe_test/errno_of.h"
 
 #ifndef SFRAME_AUDIT_LIB_REL
 #error "SFRAME_AUDIT_LIB_REL (libsframe-audit.so, relative to this program's directory) must be defined"

@@ -25,6 +25,9 @@
 #include <vector>
 
 #include "sessions.h"
+#include "sframe_gen/coverage.h"
+#include "sframe_gen/sframe_cache.h"
+#include "sframe_profile/symbolizer.h"
 
 namespace {
 

@@ -25,6 +25,7 @@
 
 #include "chains.h"
 #include "libs/chain_lib.h"
+#include "sframe_gen/section_builder.h"
 #include "vmtest.h"
 
 namespace {

@@ -26,6 +26,8 @@
 
 #include "sessions.h"
 #include "vmtest.h"
+#include "sframe_profile/profile.h"
+#include "sframe_profile/symbolizer.h"
 
 #ifndef SFRAME_PROF_TOOL_REL
 #error "SFRAME_PROF_TOOL_REL (sframe-prof, relative to this program's directory) must be defined"

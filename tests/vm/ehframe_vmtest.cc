@@ -15,6 +15,9 @@
 
 #include "libs/chain_lib.h"
 #include "sessions.h"
+#include "sframe_gen/coverage.h"
+#include "sframe_gen/sframe_cache.h"
+#include "sframe_profile/symbolizer.h"
 
 #ifndef SFRAME_CLIENT_TOOL_REL
 #error "SFRAME_CLIENT_TOOL_REL (sframe-client, relative to this program's directory) must be defined"

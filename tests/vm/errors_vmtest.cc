@@ -12,6 +12,8 @@
 
 #include "synthetic.h"
 #include "vmtest.h"
+#include "sframe_test/errno_of.h"
+#include "sframe_gen/section_builder.h"
 
 namespace {
 

@@ -63,6 +63,7 @@
 #include <vector>
 
 #include "sframe_client/perf_event.h"
+#include "sframe_gen/section_builder.h"
 #include "synthetic.h"
 #include "vmtest.h"
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "libs/handmade.h"
+#include "sframe_gen/section_builder.h"
 #include "vmtest.h"
 
 namespace {

@@ -54,6 +54,8 @@
 #include "sessions.h"
 #include "synthetic.h"
 #include "vmtest.h"
+#include "sframe_test/errno_of.h"
+#include "sframe_profile/symbolizer.h"
 
 extern char** environ;
 

@@ -49,6 +49,8 @@
 
 #include "sessions.h"
 #include "vmtest.h"
+#include "sframe_test/errno_of.h"
+#include "sframe_profile/symbolizer.h"
 
 namespace {
 

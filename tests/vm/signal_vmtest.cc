@@ -26,6 +26,7 @@
 #include "chains.h"
 #include "sessions.h"
 #include "vmtest.h"
+#include "sframe_profile/symbolizer.h"
 
 namespace {
 

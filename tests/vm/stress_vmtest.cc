@@ -19,6 +19,7 @@
 
 #include "synthetic.h"
 #include "vmtest.h"
+#include "sframe_profile/symbolizer.h"
 
 namespace {
 

@@ -22,6 +22,8 @@
 #include <vector>
 
 #include "vmtest.h"
+#include "sframe_test/errno_of.h"
+#include "sframe_gen/supply.h"
 
 #ifndef SFRAME_CLIENT_TOOL_REL
 #error "SFRAME_CLIENT_TOOL_REL (sframe-client, relative to this program's directory) must be defined"

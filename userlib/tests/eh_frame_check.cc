@@ -16,6 +16,7 @@
 #include <set>
 
 #include "sframe_source_mem.h"
+#include "sframe_gen/eh_frame.h"
 
 namespace sftest {
 namespace {

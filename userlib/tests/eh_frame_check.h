@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "sframe_client/eh_frame.h"
+#include "sframe_gen/eh_frame.h"
 
 namespace sftest {
 

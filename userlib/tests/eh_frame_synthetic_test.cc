@@ -20,9 +20,10 @@
 
 #include <gtest/gtest.h>
 
-#include "sframe_client/eh_frame.h"
+#include "sframe_gen/eh_frame.h"
 #include "sframe_client/error.h"
 #include "sframe_client/sframe_format.h"
+#include "sframe_test/errno_of.h"
 #include "sframe_source_mem.h"
 
 namespace {

@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "eh_frame_check.h"
-#include "sframe_client/eh_frame.h"
+#include "sframe_gen/eh_frame.h"
 #include "sframe_client/error.h"
 #include "sframe_source_mem.h"
 

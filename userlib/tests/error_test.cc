@@ -6,6 +6,8 @@
 
 #include "sframe_client/device.h"
 #include "sframe_client/error.h"
+#include "sframe_test/errno_of.h"
+#include "sframe_profile/symbolizer.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // Folded stacks and their SVG flame graph (src/flamegraph.cc).  The SVG is
 // parsed with libxml2 when the build has it (SFRAME_HAVE_LIBXML2), else only
 // checked for balanced tags.  flamegraph_browser_test.sh runs its script.
-#include "sframe_client/flamegraph.h"
+#include "sframe_profile/flamegraph.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -11,6 +11,8 @@
 #include "sframe_client/error.h"
 #include "sframe_client/objects.h"
 #include "sframe_client/sframe_format.h"
+#include "sframe_test/errno_of.h"
+#include "sframe_gen/supply.h"
 
 extern "C" __attribute__((noipa)) int objects_test_marker(int x) { return x * 3 + 1; }
 

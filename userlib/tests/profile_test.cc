@@ -9,7 +9,11 @@
 #include <regex>
 #include <sstream>
 
-#include "sframe_client/sframe_client.h"
+#include "sframe_client/sframe_client.hpp"
+#include "sframe_profile/flamegraph.h"
+#include "sframe_profile/profile.h"
+#include "sframe_profile/symbolizer.h"
+#include "sframe_test/errno_of.h"
 
 namespace {
 

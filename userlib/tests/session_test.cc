@@ -11,7 +11,8 @@
 
 #include "sframe_client/error.h"
 #include "sframe_client/session.h"
-#include "sframe_client/symbolizer.h"
+#include "sframe_profile/symbolizer.h"
+#include "sframe_test/errno_of.h"
 
 namespace {
 

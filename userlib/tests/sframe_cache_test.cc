@@ -1,5 +1,5 @@
 // Generated SFrame in files of their own, and the cache keyed by build id.
-#include "sframe_client/sframe_cache.h"
+#include "sframe_gen/sframe_cache.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -13,6 +13,9 @@
 
 #include "sframe_client/error.h"
 #include "sframe_client/objects.h"
+#include "sframe_test/errno_of.h"
+#include "sframe_gen/eh_frame.h"
+#include "sframe_gen/supply.h"
 
 namespace {
 

@@ -6,6 +6,7 @@
 
 #include "sframe_client/objects.h"
 #include "sframe_client/sframe_format.h"
+#include "sframe_gen/section_builder.h"
 
 #ifdef SFRAME_CLIENT_HAVE_DECODER
 #include "sframe_source_mem.h"

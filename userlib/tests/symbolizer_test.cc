@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "sframe_client/objects.h"
-#include "sframe_client/symbolizer.h"
+#include "sframe_profile/symbolizer.h"
 
 namespace {
 

@@ -12,6 +12,7 @@
 #include "sframe_client/objects.h"
 #include "sframe_decode.h"
 #include "sframe_source_mem.h"
+#include "sframe_gen/supply.h"
 
 namespace {
 

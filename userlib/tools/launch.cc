@@ -1,4 +1,5 @@
 #include "launch.h"
+#include "sframe_gen/coverage.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

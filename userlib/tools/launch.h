@@ -11,7 +11,9 @@
 #include <memory>
 #include <string>
 
-#include "sframe_client/sframe_client.h"
+#include "sframe_client/sframe_client.hpp"
+#include "sframe_gen/coverage.h"
+#include "sframe_gen/sframe_cache.h"
 
 namespace tools {
 

@@ -32,7 +32,9 @@
 #include <vector>
 
 #include "launch.h"
-#include "sframe_client/sframe_client.h"
+#include "sframe_client/sframe_client.hpp"
+#include "sframe_profile/profile.h"
+#include "sframe_profile/symbolizer.h"
 
 namespace {
 

@@ -38,7 +38,12 @@
 #include <iostream>
 #include <string>
 
-#include "sframe_client/sframe_client.h"
+#include "sframe_client/sframe_client.hpp"
+#include "sframe_gen/eh_frame.h"
+#include "sframe_gen/sframe_cache.h"
+#include "sframe_gen/supply.h"
+#include "sframe_profile/flamegraph.h"
+#include "sframe_profile/symbolizer.h"
 
 #ifdef SFRAME_CLIENT_HAVE_DECODER
 #include "sframe_source_mem.h"

@@ -1,4 +1,5 @@
 #include "sessions.h"
+#include "sframe_profile/symbolizer.h"
 
 #include <grp.h>
 

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "vmtest.h"
+#include "sframe_profile/symbolizer.h"
 
 extern char** environ;
 

@@ -1,4 +1,5 @@
 #include "synthetic.h"
+#include "sframe_gen/section_builder.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

@@ -9,7 +9,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "sframe_client/sframe_client.h"
+#include "sframe_client/sframe_client.hpp"
+#include "sframe_gen/section_builder.h"
 
 namespace vmtest {
 

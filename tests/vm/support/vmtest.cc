@@ -14,6 +14,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "sframe_profile/symbolizer.h"
+
 extern char** environ;
 
 namespace vmtest {

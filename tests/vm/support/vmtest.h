@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "sframe_client/sframe_client.h"
+#include "sframe_client/sframe_client.hpp"
 
 // For the functions that make up a chain: not inlined, not cloned, not
 // merged, not analysed across calls (so the symbol names are exact).

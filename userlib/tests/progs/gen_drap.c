@@ -1,6 +1,6 @@
 /*
  * Frames that need more than the default SFrame FDE, for the tests of the
- * SFrame generator (userlib/src/eh_frame.cc): stack realignment through a
+ * SFrame generator (userlib/gen/src/eh_frame.cc): stack realignment through a
  * DRAP register (CFA = R10 + 0, then CFA = *(RBP - 16) and RBP saved at
  * *(RBP + 0)), which binutils 2.40's gas leaves out of its .sframe, next to
  * ordinary functions and a hand-written one whose CFI gas cannot turn into

@@ -1,0 +1,127 @@
+// libsframe-client: a perf sampling event for sessions (session.h).
+//
+// A session receives the samples of perf events owned by its process.  This
+// opens the simplest such event: software cpu-clock at a frequency, with
+// PERF_SAMPLE_TID | PERF_SAMPLE_TIME (the module needs no callchain), on a
+// process (inherited by its threads and children) or on every CPU.  Each
+// event gets its ring buffer mapped (1 + 2^n pages): the kernel only outputs
+// samples of an event that has somewhere to put them.  Perf's own records are
+// not needed, so drain() throws them away by moving data_tail up to
+// data_head (counting samples and lost records on the way).
+#ifndef SFRAME_CLIENT_PERF_EVENT_H
+#define SFRAME_CLIENT_PERF_EVENT_H
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sframe_client/export.h"
+#include "sframe_client/fd.h"
+
+namespace sframe {
+
+namespace op {
+inline constexpr const char kPerfEventOpen[] = "perf_event_open";
+inline constexpr const char kPerfEventIoctl[] = "perf event ioctl";
+}  // namespace op
+
+struct PerfEventOptions {
+  uint64_t frequency = 1000;  // samples per second of CPU time (cpu-clock)
+  bool inherit = true;        // follow the target's new threads and children
+  bool enable_on_exec = false;  // start counting at the target's next exec
+  bool exclude_kernel = false;  // only samples taken in user mode
+  bool exclude_hv = true;
+  unsigned data_pages_log2 = 3;  // ring buffer of 1 + 2^n pages
+};
+
+// What drain() saw in perf's ring buffers since the event was opened.
+struct PerfCounts {
+  uint64_t samples = 0;  // PERF_RECORD_SAMPLE
+  uint64_t lost = 0;     // samples perf says it dropped (PERF_RECORD_LOST)
+  uint64_t bytes = 0;    // ring-buffer bytes consumed
+};
+
+// A side-band record of perf (read_task_events()): what a followed task did.
+struct TaskEvent {
+  enum class Kind { kMmap, kComm, kFork, kExit };
+  Kind kind = Kind::kMmap;
+  uint32_t pid = 0, tid = 0;    // the task (kFork: the new one)
+  uint32_t ppid = 0, ptid = 0;  // kFork, kExit: the parent
+  uint64_t time = 0;            // CLOCK_MONOTONIC ns
+  uint64_t start = 0, len = 0, pgoff = 0;  // kMmap: an executable file mapping
+  bool exec = false;            // kComm: the name an exec gave
+  std::string name;             // kMmap: the file's path; kComm: the task's name
+
+  // A new process (not a thread) was forked, or a whole process exited.
+  bool new_process() const { return kind == Kind::kFork && pid != ppid; }
+  bool process_exit() const { return kind == Kind::kExit && pid == tid; }
+};
+
+// Movable, not copyable; closes its events on destruction.
+class SFRAME_CLIENT_API PerfEvent {
+ public:
+  PerfEvent() = default;
+  PerfEvent(PerfEvent&&) noexcept = default;
+  PerfEvent& operator=(PerfEvent&&) noexcept = default;
+
+  // Events on every thread of process pid (/proc/PID/task), created
+  // disabled: with options.inherit (threads and children created later are
+  // followed) one per thread and online CPU, since the kernel refuses to map
+  // the ring of an inherited event not bound to a CPU; else one per thread.
+  // Throws
+  // sframe::Error(op::kPerfEventOpen, "pid N") with perf_event_open's errno
+  // (EACCES/EPERM: perf_event_paranoid, ESRCH: no such process), or
+  // op::kMmap.
+  static PerfEvent open_process(pid_t pid, const PerfEventOptions& options = {});
+  // One event per online CPU for every task (pid -1), created disabled.
+  static PerfEvent open_all_cpus(const PerfEventOptions& options = {});
+  // Side-band events on process pid, as open_process() places them (with
+  // options.inherit: in every task it creates later too): a software dummy
+  // event that samples nothing and reports executable file mappings
+  // (PERF_RECORD_MMAP2), names and execs (COMM), forks and exits, as perf
+  // record's own side-band event does.  Each record wakes poll() on fd(i)
+  // (a watermark of one byte): a profiler learns of an exec at once.  Read
+  // them with read_task_events(), not drain().
+  static PerfEvent open_task_events(pid_t pid, const PerfEventOptions& options = {});
+
+  // PERF_EVENT_IOC_ENABLE / DISABLE on every event.  Throws
+  // sframe::Error(op::kPerfEventIoctl).
+  void enable() const;
+  void disable() const;
+
+  // Discards what the ring buffers hold; returns the totals so far.
+  PerfCounts drain();
+  // Of events from open_task_events(): appends the records the ring
+  // buffers hold to out (in each ring's order; rings are per CPU, so sort
+  // by time to merge them) and frees their space.  A record too short for
+  // its type is skipped; PERF_RECORD_LOST adds to counts().lost.  Returns
+  // the number appended.
+  size_t read_task_events(std::vector<TaskEvent>* out);
+  const PerfCounts& counts() const noexcept { return counts_; }
+
+  size_t size() const noexcept { return events_.size(); }
+  int fd(size_t i = 0) const noexcept { return events_[i].fd.get(); }
+
+ private:
+  struct Event {
+    UniqueFd fd;
+    MappedRegion ring;
+  };
+  static Event open_one(pid_t pid, int cpu, const PerfEventOptions& options,
+                        bool task_events = false);
+  static PerfEvent open_per_thread(pid_t pid, const PerfEventOptions& options, bool task_events);
+  void ioctl_all(unsigned long request) const;
+
+  std::vector<Event> events_;
+  PerfCounts counts_;
+};
+
+// /proc/sys/kernel/perf_event_paranoid, or INT_MIN when it cannot be read.
+SFRAME_CLIENT_API int perf_event_paranoid();
+
+}  // namespace sframe
+
+#endif  // SFRAME_CLIENT_PERF_EVENT_H

@@ -1,0 +1,103 @@
+#include "sframe_gen/supply.h"
+
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cinttypes>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "elf_file.h"
+#include "sframe_client/error.h"
+#include "sframe_client/objects.h"
+
+namespace sframe {
+namespace {
+
+std::string canonical(const std::string& path) {
+  char buf[PATH_MAX];
+  return ::realpath(path.c_str(), buf) ? std::string(buf) : path;
+}
+
+}  // namespace
+
+uint64_t load_bias_in_process(pid_t pid, const std::string& path, uint64_t image_vaddr) {
+  const std::string maps = "/proc/" + (pid ? std::to_string(pid) : std::string("self")) + "/maps";
+  errno = 0;
+  std::ifstream in(maps);
+  if (!in) {
+    const int err = errno ? errno : ENOENT;
+    throw Error(err, op::kFindObject, maps,
+                err == EACCES ? "not allowed to read the process's maps (ptrace-read rule)"
+                              : std::string());
+  }
+  const std::string want = canonical(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    // start-end perms offset dev inode path
+    uint64_t start = 0, end = 0, offset = 0;
+    int name_at = 0;
+    if (std::sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %*s %" SCNx64 " %*s %*s %n", &start,
+                    &end, &offset, &name_at) < 3 ||
+        name_at == 0)
+      continue;
+    if (offset == 0 && line.compare(name_at, std::string::npos, want) == 0) {
+      return start - image_vaddr;
+    }
+  }
+  throw Error(ENOENT, op::kFindObject, want, "not mapped in " + maps);
+}
+
+SuppliedSection supply_file_sframe(const Device& dev, pid_t pid, const std::string& path) {
+  const internal::ElfLayout layout = internal::read_elf_layout(internal::ElfFile(path));
+  const FileSframe f = read_sframe_from_file(path);
+  const uint64_t bias = load_bias_in_process(pid, path, layout.image_vaddr);
+  SuppliedSection s;
+  s.path = path;
+  s.text_start = bias + layout.text_lo;
+  s.text_len = layout.text_hi - layout.text_lo;
+  s.sframe_addr = bias + f.address;
+  s.sframe_len = f.bytes.size();
+  dev.supply_section(pid, f.bytes.data(), f.bytes.size(), s.sframe_addr, s.text_start, s.text_len,
+                     path);
+  return s;
+}
+
+FileSframe read_sframe_from_file(const std::string& path) {
+  internal::ElfFile elf(path);
+  size_t shstrndx;
+  if (elf_getshdrstrndx(elf.get(), &shstrndx) != 0) {
+    throw Error(ENOEXEC, op::kReadElf, path, elf_errmsg(-1));
+  }
+  for (Elf_Scn* scn = elf_nextscn(elf.get(), nullptr); scn != nullptr;
+       scn = elf_nextscn(elf.get(), scn)) {
+    GElf_Shdr shdr;
+    if (gelf_getshdr(scn, &shdr) == nullptr) continue;
+    const char* name = elf_strptr(elf.get(), shstrndx, shdr.sh_name);
+    if (name == nullptr || std::strcmp(name, ".sframe") != 0) continue;
+    if (shdr.sh_type == SHT_NOBITS) {
+      throw Error(ENODATA, op::kReadElf, path, ".sframe section has no bytes in the file");
+    }
+    FileSframe out;
+    out.path = path;
+    out.address = shdr.sh_addr;
+    Elf_Data* data = nullptr;
+    while ((data = elf_getdata(scn, data)) != nullptr) {
+      const auto* b = static_cast<const uint8_t*>(data->d_buf);
+      if (b != nullptr) out.bytes.insert(out.bytes.end(), b, b + data->d_size);
+    }
+    return out;
+  }
+  throw Error(ENODATA, op::kReadElf, path, "no .sframe section");
+}
+
+}  // namespace sframe
