@@ -4,7 +4,7 @@
 # scripts/dkms-install.sh), run BUILD_DIR/tests/vm/*_vmtest as root and as
 # uid 65534, unload the module and judge the results on the host.
 #
-# Usage: tests/vm/run-vm.sh [--bench] [--run CMD] BUILD_DIR [OUTDIR]
+# Usage: tests/vm/run-vm.sh [--bench] [--run CMD [--no-module]] BUILD_DIR [OUTDIR]
 #
 #   --bench     also run BUILD_DIR/bench/*_vmbench (root), stdout saved in
 #               OUTDIR/results/bench/<name>.txt
@@ -12,6 +12,8 @@
 #               INSTEAD of the test programs, e.g. for a demo; its output is
 #               saved in OUTDIR/results/run.log and printed afterwards, and
 #               its exit status counts as one test
+#   --no-module with --run: the guest loads no module and the host need not
+#               have one installed (the package test installs its own)
 #
 # Prints per-test results and ends with the machine-readable line
 #   vm: N passed, N failed
@@ -43,10 +45,12 @@ RIG=$(cd "$(dirname "${BASH_SOURCE[0]}")/rig" && pwd)
 
 bench=${SFRAME_VM_BENCH:-0}
 run_cmd=
+no_module=0
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	--bench) bench=1; shift ;;
 	--run) run_cmd=${2:?--run needs a command}; shift 2 ;;
+	--no-module) no_module=1; shift ;;
 	--) shift; break ;;
 	-*) echo "run-vm: unknown option $1" >&2; exit 2 ;;
 	*) break ;;
@@ -87,8 +91,11 @@ BUSYBOX=$(command -v busybox) || fail_early "busybox missing (install busybox-st
 if readelf -l "$BUSYBOX" 2>/dev/null | grep -q INTERP; then
 	fail_early "$BUSYBOX is dynamically linked: install busybox-static"
 fi
+[[ $no_module == 0 || -n $run_cmd ]] || fail_early "--no-module needs --run"
 KO=
-if [[ -n ${SFRAME_VM_KO:-} ]]; then
+if [[ $no_module == 1 ]]; then
+	:
+elif [[ -n ${SFRAME_VM_KO:-} ]]; then
 	KO=$(realpath -e "$SFRAME_VM_KO") || fail_early "no module file $SFRAME_VM_KO"
 	modinfo -F vermagic "$KO" | grep -q "^$KVER " ||
 		fail_early "$KO was not built for $KVER: $(modinfo -F vermagic "$KO")"
@@ -198,6 +205,7 @@ done
 	printf 'REPO_DIR=%q\n' "$(cd "$RIG/../../.." && pwd)"
 	printf 'MODULE=%q\n' "$MODULE"
 	printf 'MODULE_KO=%q\n' "$KO"
+	printf 'NO_MODULE=%q\n' "$no_module"
 	printf 'DEVICE=%q\n' "$DEVICE"
 	printf 'TEST_TIMEOUT=%q\n' "$TEST_TIMEOUT"
 	printf 'BENCH_TIMEOUT=%q\n' "$BENCH_TIMEOUT"
@@ -288,7 +296,7 @@ awk -v s="$t_start" -v i="$t_initrd" -v e="$t_end" \
 
 python3 "$RIG/report.py" --results "$RES" --console "$CONSOLE" \
 	--tests "$OUTDIR/tests.list" --kver "$KVER" --timed-out "$timed_out" \
-	--vm-timeout "$VM_TIMEOUT" --qemu-rc "$qemu_rc" --device "$DEVICE" --run "$run_cmd" --allow "$RIG/kernel-log-allow.txt"
+	--vm-timeout "$VM_TIMEOUT" --qemu-rc "$qemu_rc" --device "$DEVICE" --run "$run_cmd" --no-module "$no_module" --allow "$RIG/kernel-log-allow.txt"
 rc=$?
 if [[ -n $run_cmd ]]; then
 	echo "run-vm: output of --run '$run_cmd':"

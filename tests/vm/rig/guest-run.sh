@@ -137,17 +137,24 @@ say "panic settings: $(grep -E '^(kernel|rcupdate)\.' "$R/rig.status" | tr '\n' 
 # --- load the module ------------------------------------------------------
 # MODULE_KO: a module file built outside DKMS (developers' parallel trees);
 # otherwise the DKMS-installed module, as a user would load it.
-if [[ -n ${MODULE_KO:-} ]]; then
+# NO_MODULE=1 (run-vm.sh --no-module): the command brings its own.
+if [[ ${NO_MODULE:-0} == 1 ]]; then
+	out=
+elif [[ -n ${MODULE_KO:-} ]]; then
 	out=$(insmod "$MODULE_KO" 2>&1)
 else
 	out=$(modprobe "$MODULE" 2>&1)
 fi
 rc=$?
 [[ -n "$out" ]] && printf '%s\n' "$out"
-status module_load "$rc"
-if [[ $rc -ne 0 ]]; then
+if [[ ${NO_MODULE:-0} == 1 ]]; then
+	status module_load skipped
+	say "no module loaded (--no-module)"
+elif [[ $rc -ne 0 ]]; then
+	status module_load "$rc"
 	say "modprobe $MODULE FAILED (exit $rc)"
 else
+	status module_load 0
 	say "modprobe $MODULE ok: $(grep "^$MODULE " /proc/modules)"
 	if [[ -n "$DEVICE" ]]; then
 		if [[ -c "$DEVICE" ]]; then

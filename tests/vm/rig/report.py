@@ -224,6 +224,7 @@ def main():
     ap.add_argument("--device", default="")
     ap.add_argument("--allow", default=None)
     ap.add_argument("--run", default="")
+    ap.add_argument("--no-module", default="0")
     a = ap.parse_args()
     res = a.results
 
@@ -247,7 +248,11 @@ def main():
     con = read(a.console, "") or ""
     if status.get("kernel") != a.kver:
         t.fail("guest kernel is %r, expected %s" % (status.get("kernel"), a.kver))
-    if status.get("module_load") != "0":
+    if a.no_module == "1":
+        if status.get("module_load") != "skipped":
+            t.fail("the rig loaded a module although told not to (%s)"
+                   % status.get("module_load", "never ran"))
+    elif status.get("module_load") != "0":
         t.fail("module load (modprobe exit %s)" % status.get("module_load", "never ran"))
     elif a.device and status.get("device") != "0":
         t.fail("device %s missing after the module loaded" % a.device)
