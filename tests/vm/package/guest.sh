@@ -1,0 +1,249 @@
+#!/usr/bin/env bash
+# The package test, in the guest (root; run-vm.sh --no-module --run): the
+# Debian packages installed on a machine that has never seen this tree's
+# build, used, and removed again.
+#
+#   guest.sh DEB_DIR REPO_DIR
+#
+# DEB_DIR holds the .deb files of `make deb`; REPO_DIR is the source tree,
+# of which only examples/downstream (sources) is taken.  Every step prints
+# "PASS name" or "FAIL name: why"; the exit status is the number of failures
+# (0: all passed).  Steps:
+#   fresh       no trace of the host's own module install (the guest runs on
+#               the host's root file system, where `make check` installed the
+#               module through DKMS): removed from the guest's overlay first,
+#               and the source tree hidden under an empty tmpfs
+#   install     apt-get install ./*.deb (no network: dependencies come from
+#               the installed system); DKMS builds the module for the running
+#               kernel (other kernels' headers are hidden from this guest to
+#               keep one build under emulation)
+#   load        the module loaded by the package (modules-load.d config is
+#               for boot; the postinst loads it now) and /dev/sframe_unwind
+#   udev        udevd applies the package's rule: group sframe, mode 0660
+#   build-c, build-cxx
+#               the downstream examples built from the installed files only:
+#               pkg-config for the C program, find_package for the C++ one
+#   unwind-self the C++ example as a member of group sframe: the walk
+#               through the installed libsframe-client.so.0 reaches main
+#   denied      a user outside group sframe: open fails with EACCES
+#   session     the C example as root: a session of its own perf event
+#   prof        the installed sframe-prof records xz; >= 90 % of the samples
+#               reach main (xz is stripped: its main has no name, so the libc
+#               frame main returns to, __libc_start_call_main, named from
+#               libc6-dbg, counts)
+#   upgrade     a kernel upgrade (the kernel's postinst hook that DKMS
+#               installs, run for a second kernel): the module is built for it
+#   remove      apt-get remove: no module, no file of the packages, no DKMS
+#               tree left
+set -uo pipefail
+
+DEB_DIR=${1:?usage: guest.sh DEB_DIR REPO_DIR}
+REPO_DIR=${2:?usage: guest.sh DEB_DIR REPO_DIR}
+W=/tmp/pkgtest
+KVER=$(uname -r)
+VERSION=0.1.0
+PKGS=(sframe-unwind-dkms libsframe-client0 libsframe-client-dev sframe-tools)
+failures=0
+
+pass() { echo "PASS $1"; }
+fail() { echo "FAIL $1: $2"; failures=$((failures + 1)); }
+step() { echo; echo "---- $1 ($(cut -d' ' -f1 /proc/uptime)s)"; }
+
+# ---- fresh ------------------------------------------------------------------
+step fresh
+rm -rf "$W" && mkdir -p "$W/debs" "$W/src" || exit 125
+cp "$DEB_DIR"/*.deb "$W/debs/" || { fail fresh "no .deb files in $DEB_DIR"; exit 1; }
+cp -r "$REPO_DIR/examples/downstream" "$W/src/" || exit 125
+ls -l "$W/debs"
+# The host's install (scripts/dkms-install.sh): gone from this guest.
+if dkms status -m sframe-unwind 2>/dev/null | grep -q .; then
+	dkms remove -m sframe-unwind -v "$VERSION" --all >/dev/null 2>&1
+fi
+rm -rf /var/lib/dkms/sframe-unwind /usr/src/sframe-unwind-*
+find /lib/modules -name 'sframe_unwind.ko*' -delete
+depmod -a "$KVER"
+# The tree and its build out of sight (also the rig's view of the build
+# tree): only the copies above are used.
+mount -t tmpfs -o mode=0755 tmpfs "$REPO_DIR" || exit 125
+if mountpoint -q /run/sframe-vm/build; then
+	mount -t tmpfs -o mode=0755 tmpfs /run/sframe-vm/build || exit 125
+fi
+# One DKMS build under emulation: the other kernels' headers hidden (the
+# upgrade step brings one back).
+other_kernel=
+for b in /lib/modules/*/build; do
+	k=${b#/lib/modules/}
+	k=${k%/build}
+	[[ $k == "$KVER" ]] && continue
+	[[ -z $other_kernel && $k == 6.12.* && $k != *-rt-* ]] && other_kernel=$k
+	mv "$b" "$b.hidden"
+done
+if modinfo sframe_unwind >/dev/null 2>&1 || [[ -e /dev/sframe_unwind ]] ||
+	[[ -n $(ls "$REPO_DIR" /run/sframe-vm/build 2>/dev/null) ]]; then
+	fail fresh "module, device or source tree still visible"
+else
+	pass fresh
+fi
+
+# ---- install ----------------------------------------------------------------
+step install
+debs=()
+for p in "${PKGS[@]}"; do
+	f=$(ls "$W/debs/${p}_"*.deb 2>/dev/null | head -n 1)
+	[[ -n $f ]] && debs+=("$f") || fail install "no package $p in $DEB_DIR"
+done
+export DEBIAN_FRONTEND=noninteractive
+if apt-get install -y --no-download "${debs[@]}" > "$W/install.log" 2>&1; then
+	pass install
+else
+	fail install "apt-get install exited $? (log below)"
+fi
+sed 's/^/  | /' "$W/install.log" | tail -n 40
+dkms status -m sframe-unwind
+
+# ---- load ---------------------------------------------------------------------
+step load
+if grep -q '^sframe_unwind ' /proc/modules && [[ -c /dev/sframe_unwind ]]; then
+	pass load
+else
+	# The postinst may not have loaded it; what a user would do next.
+	modprobe sframe_unwind 2>&1 | sed 's/^/  | /'
+	if grep -q '^sframe_unwind ' /proc/modules && [[ -c /dev/sframe_unwind ]]; then
+		fail load "the postinst did not load the module (modprobe by hand did)"
+	else
+		fail load "module not loaded, /dev/sframe_unwind missing"
+	fi
+fi
+modinfo -F filename sframe_unwind
+
+# ---- udev ---------------------------------------------------------------------
+step udev
+/lib/systemd/systemd-udevd --daemon > /dev/null 2>&1
+udevadm trigger --action=add --subsystem-match=misc
+udevadm settle --timeout=60
+perm=$(stat -c '%G %a' /dev/sframe_unwind 2>/dev/null)
+if [[ $perm == "sframe 660" ]]; then
+	pass udev
+else
+	fail udev "/dev/sframe_unwind is '$perm', expected 'sframe 660'"
+fi
+
+# ---- users ----------------------------------------------------------------------
+useradd -m -s /bin/bash -G sframe sfmember 2>/dev/null
+useradd -m -s /bin/bash sfother 2>/dev/null
+chmod 0755 "$W" "$W/src"
+as() { # USER CMD...
+	local u=$1
+	shift
+	runuser -u "$u" -- env -i PATH=/usr/bin:/bin HOME="/home/$u" LANG=C.UTF-8 "$@"
+}
+
+# ---- build-c, build-cxx -----------------------------------------------------------
+step build
+src=$W/src/downstream
+if make -C "$src" O="$W" > "$W/build-c.log" 2>&1; then
+	pass build-c
+else
+	fail build-c "pkg-config build failed"
+fi
+sed 's/^/  | /' "$W/build-c.log" | tail -n 20
+if cmake -S "$src" -B "$W/cmake-build" > "$W/build-cxx.log" 2>&1 &&
+	cmake --build "$W/cmake-build" >> "$W/build-cxx.log" 2>&1; then
+	pass build-cxx
+else
+	fail build-cxx "find_package build failed"
+fi
+sed 's/^/  | /' "$W/build-cxx.log" | tail -n 20
+for b in "$W/session_reader" "$W/cmake-build/unwind_self"; do
+	[[ -x $b ]] || continue
+	echo "$b: $(readelf -d "$b" | grep -E 'NEEDED.*sframe|RUNPATH|RPATH' | tr -s ' ')"
+	ldd "$b" | grep sframe
+done
+
+# ---- unwind-self, denied ----------------------------------------------------------------
+step unwind-self
+if as sfmember "$W/cmake-build/unwind_self" > "$W/unwind.log" 2>&1; then
+	pass unwind-self
+else
+	fail unwind-self "exit $? as a member of group sframe"
+fi
+sed 's/^/  | /' "$W/unwind.log"
+out=$(as sfother "$W/cmake-build/unwind_self" 2>&1)
+rc=$?
+echo "  | $out"
+if [[ $rc -ne 0 && $out == *EACCES* ]]; then
+	pass denied
+else
+	fail denied "a user outside group sframe got exit $rc: $out"
+fi
+
+# ---- session --------------------------------------------------------------------------
+step session
+if "$W/session_reader" > "$W/session.log" 2>&1; then
+	pass session
+else
+	fail session "exit $?"
+fi
+sed 's/^/  | /' "$W/session.log" | tail -n 20
+
+# ---- prof ---------------------------------------------------------------------------------
+step prof
+cd "$W" || exit 125
+head -c 3000000 /usr/lib/x86_64-linux-gnu/libstdc++.so.6 > "$W/input"
+if /usr/bin/sframe-prof record -F 499 -o "$W/prof.data" -- xz -6 -T1 -kf "$W/input" \
+	> "$W/prof.log" 2>&1 &&
+	/usr/bin/sframe-prof report -i "$W/prof.data" --folded > "$W/prof.folded" 2>> "$W/prof.log"; then
+	read -r total with_main < <(awk '{n = $NF; t += n; if ($0 ~ /(^|;)(main|__libc_start_call_main)(;| )/) m += n}
+		END {printf "%d %d\n", t, m}' "$W/prof.folded")
+	echo "  | $total samples, $with_main reach main"
+	if [[ $total -ge 50 && $((with_main * 100)) -ge $((total * 90)) ]]; then
+		pass prof
+	else
+		fail prof "$with_main of $total samples reach main (need >= 90 % of >= 50)"
+	fi
+else
+	fail prof "sframe-prof failed"
+fi
+sed 's/^/  | /' "$W/prof.log" | tail -n 10
+
+# ---- upgrade ------------------------------------------------------------------------------
+step upgrade
+if [[ -z $other_kernel ]]; then
+	fail upgrade "no second kernel with headers to upgrade to"
+else
+	mv "/lib/modules/$other_kernel/build.hidden" "/lib/modules/$other_kernel/build"
+	# What installing linux-image-$other_kernel runs.
+	/etc/kernel/postinst.d/dkms "$other_kernel" > "$W/upgrade.log" 2>&1
+	sed 's/^/  | /' "$W/upgrade.log" | tail -n 15
+	if modinfo -k "$other_kernel" -F filename sframe_unwind 2>/dev/null | grep -q updates/dkms; then
+		pass upgrade
+	else
+		fail upgrade "no module for $other_kernel after its postinst hook"
+	fi
+fi
+dkms status -m sframe-unwind
+
+# ---- remove -------------------------------------------------------------------------------
+step remove
+for p in "${PKGS[@]}"; do dpkg -L "$p" 2>/dev/null; done | sort -u > "$W/files.list"
+if apt-get remove -y "${PKGS[@]}" > "$W/remove.log" 2>&1; then
+	left=()
+	while read -r f; do
+		[[ -e $f && ! -d $f ]] && left+=("$f")
+	done < "$W/files.list"
+	mods=$(find /lib/modules -name 'sframe_unwind.ko*' 2>/dev/null)
+	trees=$(ls -d /var/lib/dkms/sframe-unwind /usr/src/sframe-unwind-* 2>/dev/null)
+	if [[ ${#left[@]} -eq 0 && -z $mods && -z $trees ]]; then
+		pass remove
+	else
+		fail remove "left behind: ${left[*]} $mods $trees"
+	fi
+else
+	fail remove "apt-get remove exited $?"
+fi
+sed 's/^/  | /' "$W/remove.log" | tail -n 15
+grep '^sframe_unwind ' /proc/modules && echo "(module still loaded: removing a package does not unload it)"
+
+echo
+echo "package test: $failures failure(s)"
+exit "$failures"
