@@ -7,6 +7,9 @@
 #   3. ctest --test-dir build --output-on-failure      (host tests)
 #   4. scripts/dkms-install.sh KVER...  (module into DKMS for every kernel tested)
 #   5. tests/vm/run-vm.sh build vm-out/<kver>   (the VM suite, once per kernel)
+#   6. make deb (packages, lintian), then tests/vm/package/run.sh on the
+#      newest 6.1: the packages installed, used and removed in a VM; each
+#      step of it (tests/vm/package/guest.sh) counts as a test
 #
 # Ends with exactly one line "N passed, N failed, N skipped" (host tests +
 # the VM suite on every kernel; a test that skipped itself, GTEST_SKIP, is
@@ -180,5 +183,39 @@ for k in "${kvers[@]}"; do
 		summaries+=("$k: no summary (exit $vm_rc, ${secs}s)")
 	fi
 done
+
+# ---- 6. the Debian packages -------------------------------------------------
+note "packages (make deb, lintian)"
+if make deb BUILD="$BUILD" 2>&1 | tee "$LOGS/deb.log"; [[ ${PIPESTATUS[0]} -eq 0 ]]; then
+	passed=$((passed + 1))
+	echo "packages: built, lintian without errors"
+	if pk=$(rig_resolve_kver 6.1); then
+		note "package test in a VM on $pk"
+		log=$LOGS/package-$pk.log
+		SFRAME_KVER=$pk tests/vm/package/run.sh "$BUILD" "$BUILD/deb" "$VMOUT/package-$pk" 2>&1 |
+			tee "$log"
+		# Each step of guest.sh is a test; the VM's own checks (kernel log,
+		# panic settings, the end marker) count too, the command's exit
+		# status not again.
+		pp=$(grep -c '^PASS ' "$log")
+		pf=$(grep -c '^FAIL ' "$log")
+		line=$(grep -E '^vm: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+		if [[ $line =~ ^vm:\ ([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]] && ((pp + pf > 0)); then
+			vf=${BASH_REMATCH[2]}
+			((pf > 0 && vf > 0)) && vf=$((vf - 1))
+			passed=$((passed + pp))
+			failed=$((failed + pf + vf))
+			summaries+=("$pk packages: $pp passed, $((pf + vf)) failed ($VMOUT/package-$pk)")
+			((pf + vf == 0)) || problems+=("package test on $pk: $((pf + vf)) failure(s); see $log")
+		else
+			problem "package test on $pk did not run (see $log)"
+		fi
+	else
+		problem "package test did not run: no 6.1 kernel installed with headers"
+	fi
+else
+	problem "make deb failed (packages not built, or lintian errors; see $LOGS/deb.log)"
+	problem "package test did not run"
+fi
 
 finish
