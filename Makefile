@@ -32,8 +32,15 @@ demo:
 check:
 	KERNELS="$(KERNELS)" scripts/run-tests.sh
 
+# Debian packages (debian/: sframe-unwind-dkms, libsframe-client0,
+# libsframe-client-dev, sframe-tools) in $(BUILD)/deb/, built unsigned and
+# without root from a copy of the tracked files, tests left out; then
+# lintian, which must report no error (scripts/build-deb.sh).
+deb:
+	scripts/build-deb.sh $(BUILD)/deb
+
 clean:
 	rm -rf $(BUILD)
 	$(MAKE) -C module clean KDIR=$(KDIR) || true
 
-.PHONY: all host module install demo check clean
+.PHONY: all host module install demo check deb clean

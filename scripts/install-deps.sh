@@ -63,6 +63,10 @@ PKGS=(
 	# the flame graph's tests: its SVG parsed as XML (userlib/tests), and
 	# its script run by a headless browser (userlib/tests/flamegraph_browser_test.sh)
 	libxml2-dev chromium
+	# the Debian packages (`make deb`, scripts/build-deb.sh)
+	debhelper dh-dkms dpkg-dev fakeroot lintian
+	# ABI check (scripts/abi-check.sh)
+	abigail-tools
 )
 # The PREEMPT_RT flavours of both kernels, for `make check KERNELS=all` (or a
 # KERNELS list naming 6.1-rt / 6.12-rt; scripts/run-tests.sh passes KERNELS
