@@ -46,6 +46,8 @@ def main():
         tags = "c++|optional" if STD.match(plain) else "c++"
         out.append((plain, f' ({tags})"{plain}@{base}" {ver}'))
     sys.stdout.write("\n".join(header) + "\n")
+    # The package whose version a build dependency on the library names.
+    sys.stdout.write("* Build-Depends-Package: libsframe-client-dev\n")
     # A constructor's or destructor's variants (C1/C2, D0/D1/D2) demangle
     # alike: one (c++) line matches them all.
     for line in sorted(set(line for _, line in out)):
