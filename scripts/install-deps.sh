@@ -67,6 +67,10 @@ PKGS=(
 	debhelper dh-dkms dpkg-dev fakeroot lintian
 	# ABI check (scripts/abi-check.sh)
 	abigail-tools
+	# the package test in the VM (tests/vm/package/guest.sh): udevd applies
+	# the package's rule; libc's symbols name __libc_start_call_main, the
+	# frame below a stripped program's main
+	udev libc6-dbg
 )
 # The PREEMPT_RT flavours of both kernels, for `make check KERNELS=all` (or a
 # KERNELS list naming 6.1-rt / 6.12-rt; scripts/run-tests.sh passes KERNELS
