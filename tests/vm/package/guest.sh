@@ -52,7 +52,9 @@ step() { echo; echo "---- $1 ($(cut -d' ' -f1 /proc/uptime)s)"; }
 # ---- fresh ------------------------------------------------------------------
 step fresh
 rm -rf "$W" && mkdir -p "$W/debs" "$W/src" || exit 125
-cp "$DEB_DIR"/*.deb "$W/debs/" || { fail fresh "no .deb files in $DEB_DIR"; exit 1; }
+for p in "${PKGS[@]}"; do
+	cp "$DEB_DIR/${p}_"*.deb "$W/debs/" || fail fresh "no package $p in $DEB_DIR"
+done
 cp -r "$REPO_DIR/examples/downstream" "$W/src/" || exit 125
 ls -l "$W/debs"
 # The host's install (scripts/dkms-install.sh): gone from this guest.
@@ -78,9 +80,14 @@ for b in /lib/modules/*/build; do
 	[[ -z $other_kernel && $k == 6.12.* && $k != *-rt-* ]] && other_kernel=$k
 	mv "$b" "$b.hidden"
 done
-if modinfo sframe_unwind >/dev/null 2>&1 || [[ -e /dev/sframe_unwind ]] ||
-	[[ -n $(ls "$REPO_DIR" /run/sframe-vm/build 2>/dev/null) ]]; then
-	fail fresh "module, device or source tree still visible"
+seen=()
+modinfo sframe_unwind >/dev/null 2>&1 && seen+=("module $(modinfo -F filename sframe_unwind)")
+[[ -e /dev/sframe_unwind ]] && seen+=(/dev/sframe_unwind)
+for d in "$REPO_DIR" /run/sframe-vm/build; do
+	[[ -n $(find "$d" -mindepth 1 -maxdepth 1 2>/dev/null | head -n 1) ]] && seen+=("$d")
+done
+if [[ ${#seen[@]} -gt 0 ]]; then
+	fail fresh "still visible: ${seen[*]}"
 else
 	pass fresh
 fi
@@ -90,10 +97,10 @@ step install
 debs=()
 for p in "${PKGS[@]}"; do
 	f=$(ls "$W/debs/${p}_"*.deb 2>/dev/null | head -n 1)
-	[[ -n $f ]] && debs+=("$f") || fail install "no package $p in $DEB_DIR"
+	if [[ -n $f ]]; then debs+=("$f"); else fail install "no package $p in $DEB_DIR"; fi
 done
 export DEBIAN_FRONTEND=noninteractive
-if apt-get install -y --no-download "${debs[@]}" > "$W/install.log" 2>&1; then
+if apt-get install -y "${debs[@]}" > "$W/install.log" 2>&1; then
 	pass install
 else
 	fail install "apt-get install exited $? (log below)"
