@@ -265,6 +265,7 @@ TEST(ProfTest, ModuleNotLoaded) {
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("(ENOENT)"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("module is not loaded"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("sframe-unwind-dkms"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("make install"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("modprobe sframe_unwind"), std::string::npos) << r.output;
 }

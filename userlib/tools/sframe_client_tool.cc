@@ -59,7 +59,7 @@ namespace {
 int usage(FILE* out) {
   std::fprintf(out,
                "usage: sframe-client stats [DEVICE]\n"
-               "       sframe-client record [-F HZ] [-d SECONDS] [-q] [-u] "
+               "       sframe-client record [-F HZ] [-d SECONDS] [-q] [-u] [-E] "
                "(-p PID | -a | -- COMMAND [ARGS...])\n"
                "       sframe-client list [PID]\n"
                "       sframe-client supply PID FILE...\n"

@@ -89,12 +89,14 @@ std::string advice(const sframe::Error& e, const std::string& device) {
   if (e.op() == sframe::op::kOpen && e.object() == device && err == ENOENT) {
     return device +
            " does not exist: the sframe_unwind kernel module is not loaded.  Install it "
-           "(from the source tree, as root: `make install`, which builds and installs it "
-           "with DKMS), then load it: `modprobe sframe_unwind`.";
+           "(the package sframe-unwind-dkms, which builds it with DKMS; or from the source "
+           "tree, as root: `make install`), then load it: `modprobe sframe_unwind`.";
   }
   if (e.op() == sframe::op::kOpen && e.object() == device && (err == EACCES || err == EPERM)) {
     return "no permission to open " + device +
-           " (the module creates it with mode 0666; check its mode and owner).";
+           ": the package sframe-unwind-dkms gives it to group sframe (mode 0660): "
+           "join it (as root: `adduser $USER sframe`, then log in again); the module alone "
+           "creates it with mode 0666.";
   }
   if ((e.op() == sframe::op::kPerfEventOpen || e.op() == sframe::op::kSessionStart) &&
       (err == EACCES || err == EPERM)) {
@@ -111,12 +113,12 @@ std::string advice(const sframe::Error& e, const std::string& device) {
   }
   if (e.op() == sframe::op::kSessionStart && err == EINVAL) {
     return "the loaded sframe_unwind module may be older than this sframe-prof (it cannot "
-           "follow child processes: ABI version 2): install the current module (`make "
-           "install`) and reload it, or record with --no-inherit.";
+           "follow child processes: ABI version 2): install the current module (its package, "
+           "or `make install`) and reload it, or record with --no-inherit.";
   }
   if (e.op() == sframe::op::kSessionStart && err == ENOTTY) {
     return "the loaded sframe_unwind module is older than this sframe-prof and has no "
-           "sessions: install the current module (`make install`), then reload it "
+           "sessions: install the current module (its package, or `make install`), then reload it "
            "(`rmmod sframe_unwind; modprobe sframe_unwind`).";
   }
   if (err == ESRCH) return "no such process: check the pid (it may have exited).";

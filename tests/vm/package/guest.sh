@@ -25,7 +25,8 @@
 #               pkg-config for the C program, find_package for the C++ one
 #   unwind-self the C++ example as a member of group sframe: the walk
 #               through the installed libsframe-client.so.0 reaches main
-#   denied      a user outside group sframe: open fails with EACCES
+#   denied      a user outside group sframe: open fails with EACCES, and
+#               sframe-prof says to join the group
 #   session     the C example as root: a session of its own perf event
 #   prof        the installed sframe-prof records xz; >= 90 % of the samples
 #               reach main (xz is stripped: its main has no name, so the libc
@@ -178,10 +179,13 @@ sed 's/^/  | /' "$W/unwind.log"
 out=$(as sfother "$W/cmake-build/unwind_self" 2>&1)
 rc=$?
 echo "  | $out"
-if [[ $rc -ne 0 && $out == *EACCES* ]]; then
+prof_out=$(cd /tmp && as sfother /usr/bin/sframe-prof record -o /tmp/denied.data -- /bin/true 2>&1)
+prof_rc=$?
+echo "  | $prof_out"
+if [[ $rc -ne 0 && $out == *EACCES* && $prof_rc -ne 0 && $prof_out == *"group sframe"* ]]; then
 	pass denied
 else
-	fail denied "a user outside group sframe got exit $rc: $out"
+	fail denied "a user outside group sframe: unwind_self exit $rc ($out), sframe-prof exit $prof_rc"
 fi
 
 # ---- session --------------------------------------------------------------------------
