@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "sframe_test/records.h"
+
 extern "C" int c_api_from_c(void);
 
 namespace {
@@ -26,42 +28,8 @@ constexpr char kMissing[] = "/nonexistent/sframe_unwind";
 
 // ---- records: what the parser is given ------------------------------------
 
-void AddSample(std::vector<uint8_t>* buf, const std::vector<uint64_t>& kernel,
-               const std::vector<uint64_t>& user, uint32_t size_override = 0,
-               int nr_kernel_override = -1) {
-  sframe_sample_record r{};
-  r.header.type = SFRAME_RECORD_SAMPLE;
-  r.header.size = size_override ? size_override
-                                : static_cast<uint32_t>(sizeof(r) + 8 * (kernel.size() + user.size()));
-  r.pid = 10;
-  r.tid = 11;
-  r.time = 12345;
-  r.cookie = 77;
-  r.cpu = 1;
-  r.flags = SFRAME_SAMPLE_F_USER_MODE;
-  r.nr_kernel = static_cast<uint16_t>(nr_kernel_override >= 0 ? nr_kernel_override : kernel.size());
-  r.nr_user = static_cast<uint16_t>(user.size());
-  r.user_stop = SFRAME_STOP_NO_COVERAGE;
-  const size_t at = buf->size();
-  buf->resize(at + sizeof(r));
-  std::memcpy(buf->data() + at, &r, sizeof(r));
-  for (uint64_t ip : kernel) {
-    buf->insert(buf->end(), reinterpret_cast<uint8_t*>(&ip), reinterpret_cast<uint8_t*>(&ip) + 8);
-  }
-  for (uint64_t ip : user) {
-    buf->insert(buf->end(), reinterpret_cast<uint8_t*>(&ip), reinterpret_cast<uint8_t*>(&ip) + 8);
-  }
-}
-
-void AddLost(std::vector<uint8_t>* buf, uint64_t lost) {
-  sframe_lost_record r{};
-  r.header.type = SFRAME_RECORD_LOST;
-  r.header.size = sizeof(r);
-  r.lost = lost;
-  const size_t at = buf->size();
-  buf->resize(at + sizeof(r));
-  std::memcpy(buf->data() + at, &r, sizeof(r));
-}
+using sframe_test::AddLost;
+using sframe_test::AddSample;
 
 // A record as the callback saw it, copied out (its pointers die with the call).
 struct Seen {

@@ -13,45 +13,14 @@
 #include "sframe_client/session.h"
 #include "sframe_profile/symbolizer.h"
 #include "sframe_test/errno_of.h"
+#include "sframe_test/records.h"
 
 namespace {
 
 using sframe::Record;
 
-// Appends a sample record with the given ips and, optionally, a lying size
-// or counts.
-void AddSample(std::vector<uint8_t>* buf, const std::vector<uint64_t>& kernel,
-               const std::vector<uint64_t>& user, uint32_t size_override = 0,
-               uint16_t nr_kernel_override = 0xffff) {
-  sframe_sample_record r{};
-  r.header.type = SFRAME_RECORD_SAMPLE;
-  r.header.size = size_override ? size_override
-                                : static_cast<uint32_t>(sizeof(r) + 8 * (kernel.size() + user.size()));
-  r.pid = 10;
-  r.tid = 11;
-  r.time = 12345;
-  r.cookie = 77;
-  r.cpu = 1;
-  r.flags = SFRAME_SAMPLE_F_USER_MODE;
-  r.nr_kernel = nr_kernel_override != 0xffff ? nr_kernel_override : static_cast<uint16_t>(kernel.size());
-  r.nr_user = static_cast<uint16_t>(user.size());
-  r.user_stop = SFRAME_STOP_NO_COVERAGE;
-  const size_t at = buf->size();
-  buf->resize(at + sizeof(r));
-  std::memcpy(buf->data() + at, &r, sizeof(r));
-  for (uint64_t ip : kernel) buf->insert(buf->end(), reinterpret_cast<uint8_t*>(&ip), reinterpret_cast<uint8_t*>(&ip) + 8);
-  for (uint64_t ip : user) buf->insert(buf->end(), reinterpret_cast<uint8_t*>(&ip), reinterpret_cast<uint8_t*>(&ip) + 8);
-}
-
-void AddLost(std::vector<uint8_t>* buf, uint64_t lost) {
-  sframe_lost_record r{};
-  r.header.type = SFRAME_RECORD_LOST;
-  r.header.size = sizeof(r);
-  r.lost = lost;
-  const size_t at = buf->size();
-  buf->resize(at + sizeof(r));
-  std::memcpy(buf->data() + at, &r, sizeof(r));
-}
+using sframe_test::AddLost;
+using sframe_test::AddSample;
 
 int ParseErrno(const std::vector<uint8_t>& buf, std::vector<Record>* out) {
   return sframe::errno_of([&] { sframe::parse_records(buf.data(), buf.size(), out); });
