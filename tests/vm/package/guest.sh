@@ -17,6 +17,11 @@
 #               the installed system); DKMS builds the module for the running
 #               kernel (other kernels' headers are hidden from this guest to
 #               keep one build under emulation)
+#   every-kernel the postinst tries every other installed kernel with
+#               headers (DKMS's own part does the running and the newest):
+#               a kernel the module does not support, faked with the running
+#               kernel's headers, is refused with dkms.conf's message and the
+#               installation goes on
 #   load        the module loaded by the package (modules-load.d config is
 #               for boot; the postinst loads it now) and /dev/sframe_unwind
 #   udev        udevd applies the package's rule: group sframe, mode 0660
@@ -81,6 +86,11 @@ for b in /lib/modules/*/build; do
 	[[ -z $other_kernel && $k == 6.12.* && $k != *-rt-* ]] && other_kernel=$k
 	mv "$b" "$b.hidden"
 done
+# A kernel the module does not support, with headers (the running kernel's):
+# the postinst's pass over every installed kernel must try it and be refused.
+FAKE_KVER=6.5.0-0-sframetest
+mkdir -p "/lib/modules/$FAKE_KVER"
+ln -s "$(readlink -f "/lib/modules/$KVER/build")" "/lib/modules/$FAKE_KVER/build"
 seen=()
 modinfo sframe_unwind >/dev/null 2>&1 && seen+=("module $(modinfo -F filename sframe_unwind)")
 [[ -e /dev/sframe_unwind ]] && seen+=(/dev/sframe_unwind)
@@ -108,6 +118,16 @@ else
 fi
 sed 's/^/  | /' "$W/install.log" | tail -n 40
 dkms status -m sframe-unwind
+
+# ---- every-kernel -------------------------------------------------------------
+step every-kernel
+if grep -q "not built for kernel $FAKE_KVER: supported are" "$W/install.log" &&
+	! find "/lib/modules/$FAKE_KVER" -name 'sframe_unwind.ko*' | grep -q .; then
+	pass every-kernel
+else
+	fail every-kernel "the postinst did not try (and DKMS refuse) the unsupported kernel $FAKE_KVER"
+fi
+rm -rf "/lib/modules/$FAKE_KVER"
 
 # ---- load ---------------------------------------------------------------------
 step load
