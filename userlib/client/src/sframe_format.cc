@@ -4,27 +4,16 @@
 #include <cstring>
 #include <limits>
 
+#include "sframe_internal/little_endian.h"
+
 namespace sframe {
 namespace {
 
-uint16_t get16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
-uint32_t get32(const uint8_t* p) {
-  return uint32_t{p[0]} | (uint32_t{p[1]} << 8) | (uint32_t{p[2]} << 16) | (uint32_t{p[3]} << 24);
-}
-uint64_t get64(const uint8_t* p) { return uint64_t{get32(p)} | (uint64_t{get32(p + 4)} << 32); }
-
-void put16(uint8_t*& p, uint16_t v) {
-  *p++ = static_cast<uint8_t>(v);
-  *p++ = static_cast<uint8_t>(v >> 8);
-}
-void put32(uint8_t*& p, uint32_t v) {
-  put16(p, static_cast<uint16_t>(v));
-  put16(p, static_cast<uint16_t>(v >> 16));
-}
-void put64(uint8_t*& p, uint64_t v) {
-  put32(p, static_cast<uint32_t>(v));
-  put32(p, static_cast<uint32_t>(v >> 32));
-}
+using internal::get16;
+using internal::get32;
+using internal::get64;
+using internal::put32;
+using internal::put64;
 
 // Where FDE i's start-address field is, and how wide (4 or 8 bytes).
 struct FdeField {

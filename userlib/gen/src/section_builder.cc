@@ -5,22 +5,15 @@
 #include <cstring>
 #include <limits>
 
+#include "sframe_internal/little_endian.h"
+
 namespace sframe {
 namespace {
 
-void put8(uint8_t*& p, uint8_t v) { *p++ = v; }
-void put16(uint8_t*& p, uint16_t v) {
-  *p++ = static_cast<uint8_t>(v);
-  *p++ = static_cast<uint8_t>(v >> 8);
-}
-void put32(uint8_t*& p, uint32_t v) {
-  put16(p, static_cast<uint16_t>(v));
-  put16(p, static_cast<uint16_t>(v >> 16));
-}
-void put64(uint8_t*& p, uint64_t v) {
-  put32(p, static_cast<uint32_t>(v));
-  put32(p, static_cast<uint32_t>(v >> 32));
-}
+using internal::put16;
+using internal::put32;
+using internal::put64;
+using internal::put8;
 
 // The offset size code (0: 1 byte, 1: 2 bytes, 2: 4 bytes) that holds v.
 uint8_t offset_size_code(int32_t v) {
