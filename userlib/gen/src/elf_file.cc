@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "sframe_client/error.h"
+#include "sframe_gen/build_id.h"
 
 namespace sframe::internal {
 
@@ -21,9 +23,20 @@ ElfFile::ElfFile(const std::string& path) : path_(path) {
   } catch (const Error& e) {
     throw Error(e.err(), op::kReadElf, path);
   }
+  begin();
+}
+
+ElfFile::ElfFile(UniqueFd fd, const std::string& name) : path_(name), fd_(std::move(fd)) {
+  if (elf_version(EV_CURRENT) == EV_NONE) {
+    throw Error(ENOSYS, op::kReadElf, name, "libelf version mismatch");
+  }
+  begin();
+}
+
+void ElfFile::begin() {
   elf_.reset(elf_begin(fd_.get(), ELF_C_READ_MMAP, nullptr));
   if (!elf_ || elf_kind(elf_.get()) != ELF_K_ELF) {
-    throw Error(ENOEXEC, op::kReadElf, path, "not an ELF file");
+    throw Error(ENOEXEC, op::kReadElf, path_, "not an ELF file");
   }
 }
 
@@ -141,3 +154,15 @@ std::string elf_build_id(const ElfFile& elf) {
 }
 
 }  // namespace sframe::internal
+
+namespace sframe {
+
+std::string read_build_id(const std::string& path) {
+  return internal::elf_build_id(internal::ElfFile(path));
+}
+
+std::string read_build_id(UniqueFd fd, const std::string& name) {
+  return internal::elf_build_id(internal::ElfFile(std::move(fd), name));
+}
+
+}  // namespace sframe

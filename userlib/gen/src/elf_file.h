@@ -18,11 +18,15 @@ class ElfFile {
   // Throws sframe::Error(op::kReadElf, path): open()'s errno, ENOEXEC for a
   // file that is not ELF, ENOSYS for a libelf that does not work.
   explicit ElfFile(const std::string& path);
+  // A file already open (e.g. /proc/PID/map_files/..., the very file a
+  // process maps whatever its mount namespace); name is for errors.
+  ElfFile(UniqueFd fd, const std::string& name);
 
   Elf* get() const noexcept { return elf_.get(); }
   const std::string& path() const noexcept { return path_; }
 
  private:
+  void begin();
   std::string path_;
   UniqueFd fd_;
   std::unique_ptr<Elf, decltype(&elf_end)> elf_{nullptr, &elf_end};

@@ -43,6 +43,7 @@ struct ProfileMapping {
   pid_t pid = 0;
   uint64_t start = 0, end = 0, offset = 0;
   std::string path;
+  std::string build_id;  // lowercase hex of NT_GNU_BUILD_ID; empty if unknown
 };
 
 // Writes a data file.  Not copyable; closes the file on destruction (errors
