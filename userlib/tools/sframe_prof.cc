@@ -168,7 +168,7 @@ class MappingTracker {
         p.next_read = tools::now_ms() + 200;
         if (!p.comm.empty()) w_->comm(pid, p.comm);
         for (const auto& m : p.maps) {
-          w_->mapping({pid, std::get<0>(m), std::get<1>(m), std::get<2>(m), std::get<3>(m)});
+          w_->mapping({pid, std::get<0>(m), std::get<1>(m), std::get<2>(m), std::get<3>(m), {}});
         }
         return;
       }
@@ -229,7 +229,7 @@ class MappingTracker {
       }
     }
     p->maps.insert(key);
-    w_->mapping({pid, start, end, offset, path});
+    w_->mapping({pid, start, end, offset, path, {}});
   }
 
   struct Proc {
