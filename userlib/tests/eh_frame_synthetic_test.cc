@@ -616,6 +616,62 @@ TEST(GenerateSynthetic, HugeFunctionIsSplit) {
   }
 }
 
+// The interpreter's bounds (a crafted FDE once made the generator hold
+// 2.2 GB of remembered states).
+TEST(GenerateSynthetic, RememberStateDepthIsBounded) {
+  // Nested 64 deep, then 65: the 65th stops the FDE there.
+  for (const int depth : {64, 65, 10000000}) {
+    SCOPED_TRACE(depth);
+    std::vector<uint8_t> insns = {0x41, 0x0e, 0x10, 0x41};  // +1: RSP+16, +1
+    insns.insert(insns.end(), size_t(depth), 0x0a);         // remember x depth
+    insns.insert(insns.end(), {0x41, 0x0e, 0x08});           // +1: RSP+8
+    const GeneratedSframe g = gen(build({Cie{}}, {Fde{0x1000, 0x10, insns}}), standard());
+    Decoded d(g);
+    ASSERT_TRUE(d.ok());
+    expect_sp(d.row(0x1000), 8, "first byte");
+    expect_sp(d.row(0x1001), 16, "pushed, before the remembers");
+    if (depth <= 64) {
+      EXPECT_EQ(g.stats.rows_uncovered, 0u);
+      expect_sp(d.row(0x1002), 16, "while remembering");
+      expect_sp(d.row(0x1003), 8, "after the remembers");
+    } else {
+      // Unknown from the row the remembers are in.
+      EXPECT_EQ(reason(g, "DW_CFA_remember_state nested deeper than 64 (this generator's bound)"),
+                1u);
+      EXPECT_FALSE(d.row(0x1002));
+      EXPECT_FALSE(d.row(0x1003));
+    }
+  }
+}
+
+TEST(GenerateSynthetic, InstructionsPerFdeAreBounded) {
+  // 2^20 nops after the first row, then a change the FDE never reaches.
+  std::vector<uint8_t> insns = {0x41, 0x0e, 0x10, 0x41};  // +1: RSP+16, +1
+  insns.insert(insns.end(), size_t{1} << 20, 0x00);
+  insns.insert(insns.end(), {0x41, 0x0e, 0x08});
+  const GeneratedSframe g = gen(build({Cie{}}, {Fde{0x1000, 0x10, insns}}), standard());
+  Decoded d(g);
+  ASSERT_TRUE(d.ok());
+  expect_sp(d.row(0x1001), 16, "pushed");
+  EXPECT_FALSE(d.row(0x1003));
+  EXPECT_EQ(
+      reason(g, "CFA program of more than 1048576 instructions (this generator's bound)"), 1u);
+  EXPECT_FALSE(d.row(0x1002));
+}
+
+TEST(GenerateMalformed, CieProgramRunForEveryFdeIsBounded) {
+  // A CIE of 64 KiB of nops, and 200 FDEs referring to it: 13 M
+  // instructions from 66 KiB of .eh_frame, beyond 4 per byte + 2^20.
+  Cie cie;
+  cie.insns.insert(cie.insns.end(), 65536, 0x00);
+  std::vector<Fde> fdes;
+  for (uint64_t i = 0; i < 200; i++) fdes.push_back(Fde{0x1000 + 16 * i, 16, {0x41, 0x0e, 0x10}});
+  EXPECT_EQ(sframe::errno_of([&] { gen(build({cie}, fdes), standard()); }), E2BIG);
+  // 10 FDEs: 655 K instructions, within it.
+  fdes.erase(fdes.begin() + 10, fdes.end());
+  EXPECT_EQ(gen(build({cie}, fdes), standard()).stats.fdes, 10u);
+}
+
 // --- Malformed .eh_frame -----------------------------------------------------
 
 TEST(GenerateMalformed, EntriesAndOperands) {

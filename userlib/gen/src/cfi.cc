@@ -19,6 +19,8 @@ struct Malformed {
 struct Unsupported {
   const char* what;
 };
+// The object's instruction budget is spent (read_all() says E2BIG).
+struct ObjectBudget {};
 
 // DW_EH_PE_* (LSB, "DWARF Exception Header Encoding").
 constexpr uint8_t kPeOmit = 0xff;
@@ -74,6 +76,27 @@ constexpr const char kStopUnknownOp[] = "unknown CFA instruction";
 constexpr const char kStopRestoreState[] = "DW_CFA_restore_state without remember_state";
 constexpr const char kStopLocBack[] = "CFA program location goes back";
 constexpr const char kStopCfaNotOffset[] = "CFA offset or register change on a non-offset CFA";
+constexpr const char kStopRememberDepth[] =
+    "DW_CFA_remember_state nested deeper than 64 (this generator's bound)";
+constexpr const char kStopFdeInstructions[] =
+    "CFA program of more than 1048576 instructions (this generator's bound)";
+
+// The bounds of what one object's .eh_frame can make the generator spend
+// (it runs on files a profiler, often root, finds mapped in any process).
+// Compilers nest DW_CFA_remember_state one or two deep; without a bound, a
+// crafted 10 MB FDE of remember_state pushed 10 M states (2.2 GB).
+constexpr size_t kMaxRememberDepth = 64;
+// A CIE's initial instructions run again for every FDE that refers to it,
+// so the bytes of the section alone bound nothing: an FDE's programs (its
+// CIE's and its own) stop after this many instructions (compilers' run a
+// few to a few thousand; the 70000-row function of a host test runs
+// 140000), and an object's in all after kObjectInstructionsPerByte per
+// byte of its .eh_frame plus this many, which also bounds its rows (at
+// most one per instruction) and so the generator's memory.
+constexpr uint64_t kMaxFdeInstructions = uint64_t{1} << 20;
+constexpr uint64_t kObjectInstructionsPerByte = 4;
+static_assert(kMaxRememberDepth == 64 && kMaxFdeInstructions == 1048576,
+              "the stop reasons above name these bounds");
 
 // Bounds-checked little-endian reads of [p, end).
 class Cursor {
@@ -198,9 +221,17 @@ int64_t factored(int64_t v, int64_t factor) {
 // Runs CFA programs over one FDE, appending its rows.
 class Interpreter {
  public:
+  // budget: the instructions the object may still run (see
+  // kObjectInstructionsPerByte); each one run takes one, and run() throws
+  // ObjectBudget when none is left.
   Interpreter(uint64_t pc_begin, uint64_t pc_end, uint64_t ra_column, std::vector<CfiRow>& rows,
-              std::vector<CfiState>& stack)
-      : loc_(pc_begin), end_(pc_end), ra_column_(ra_column), rows_(rows), stack_(stack) {
+              std::vector<CfiState>& stack, uint64_t& budget)
+      : loc_(pc_begin),
+        end_(pc_end),
+        ra_column_(ra_column),
+        rows_(rows),
+        stack_(stack),
+        budget_(budget) {
     first_row_ = rows_.size();
     stack_.clear();
   }
@@ -213,6 +244,12 @@ class Interpreter {
     Cursor c(p, end);
     while (!c.done()) {
       if (stopped_ || loc_ >= end_) return false;
+      if (budget_ == 0) throw ObjectBudget{};
+      budget_--;
+      if (++instructions_ > kMaxFdeInstructions) {
+        stop(kStopFdeInstructions);
+        return false;
+      }
       const uint8_t op = c.u8();
       const uint8_t low = op & 0x3f;
       switch (op & 0xc0) {
@@ -273,7 +310,11 @@ class Interpreter {
           break;
         }
         case kCfaRememberState:
-          stack_.push_back(state_);
+          if (stack_.size() >= kMaxRememberDepth) {
+            stop(kStopRememberDepth);
+          } else {
+            stack_.push_back(state_);
+          }
           break;
         case kCfaRestoreState:
           if (stack_.empty()) {
@@ -451,6 +492,8 @@ class Interpreter {
   uint64_t ra_column_;
   std::vector<CfiRow>& rows_;
   std::vector<CfiState>& stack_;
+  uint64_t& budget_;
+  uint64_t instructions_ = 0;  // of this FDE (its CIE's included)
   size_t first_row_ = 0;
   CfiState state_;
   CfiState initial_;
@@ -580,6 +623,8 @@ const EhFrameReader::Cie& EhFrameReader::cie_at(uint64_t offset) {
 
 void EhFrameReader::read_all(std::vector<CfiFde>& fdes, std::vector<CfiRow>& rows) {
   std::vector<CfiState> stack;
+  stack.reserve(kMaxRememberDepth);
+  uint64_t budget = kMaxFdeInstructions + kObjectInstructionsPerByte * uint64_t{size_};
   uint64_t off = 0;
   while (off < size_) {
     Entry e;
@@ -609,7 +654,7 @@ void EhFrameReader::read_all(std::vector<CfiFde>& fdes, std::vector<CfiRow>& row
       }
       if (cie.has_z) c.skip(c.uleb());
       fde.first_row = rows.size();
-      Interpreter in(fde.pc_begin, fde.pc_end, cie.ra_column, rows, stack);
+      Interpreter in(fde.pc_begin, fde.pc_end, cie.ra_column, rows, stack, budget);
       bool more = in.run(cie.insns, cie.insns_end, cie.code_align, cie.data_align, cie.fde_encoding,
                          data_, vaddr_);
       in.snapshot_initial();
@@ -624,6 +669,15 @@ void EhFrameReader::read_all(std::vector<CfiFde>& fdes, std::vector<CfiRow>& row
       malformed(off, m.what);
     } catch (const Unsupported& u) {
       unsupported(off, u.what);
+    } catch (const ObjectBudget&) {
+      char what[160];
+      std::snprintf(what, sizeof(what),
+                    "its CFA programs run more than %" PRIu64
+                    " instructions (%" PRIu64 " per byte of .eh_frame + %" PRIu64
+                    ", this generator's bound), at the FDE at offset 0x%" PRIx64,
+                    kMaxFdeInstructions + kObjectInstructionsPerByte * uint64_t{size_},
+                    kObjectInstructionsPerByte, kMaxFdeInstructions, off);
+      throw Error(E2BIG, op::kGenerate, object_, what);
     }
     off = e.end;
   }

@@ -102,6 +102,12 @@ struct GeneratedSframe {
 //                 FDE in it, or no executable PT_LOAD
 //     EBADMSG     malformed .eh_frame or .eh_frame_hdr (entries, CIE
 //                 pointers, operands or the section's bytes out of bounds)
+//     E2BIG       its CFA programs run more instructions than the bound
+//                 (4 per byte of .eh_frame + 2^20: a CIE's instructions run
+//                 again for each of its FDEs)
+// An FDE whose program nests DW_CFA_remember_state deeper than 64 or runs
+// more than 2^20 instructions is covered up to there; the rest of its rows
+// are uncovered with that reason (GenerateStats::uncovered_reasons).
 // The .eh_frame is found by its section header, or without section headers
 // through PT_GNU_EH_FRAME (.eh_frame_hdr's eh_frame_ptr).
 GeneratedSframe generate_sframe(const std::string& elf_path, const GenerateOptions& opts = {});
