@@ -1,0 +1,196 @@
+#include "machine_coverage.h"
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <iterator>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "launch.h"
+
+namespace tools {
+namespace {
+
+// The reason of a message "OP OBJECT: WHY (EXXX)": WHY (EXXX), without the
+// object (so that objects failing alike count together).
+std::string reason_of(const std::string& object, const std::string& what) {
+  const size_t at = what.find(object + ": ");
+  if (at != std::string::npos) return what.substr(at + object.size() + 2);
+  const size_t colon = what.rfind(": ");
+  return colon == std::string::npos ? what : what.substr(colon + 2);
+}
+
+// A kernel thread maps nothing: its maps are empty.
+bool is_kernel_thread(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
+  return in && in.peek() == std::ifstream::traits_type::eof();
+}
+
+}  // namespace
+
+MachineCoverage::MachineCoverage(const std::string& tool, bool verbose,
+                                 MachineCoverageLimits limits)
+    : tool_(tool),
+      verbose_(verbose),
+      limits_(limits),
+      cache_(sframe::default_cache_dir(), limits.memory_bytes),
+      tokens_(double(limits.generations_per_second)),
+      self_(::getpid()) {
+  cache_.set_generation_gate([this] { return take_generation(); });
+}
+
+bool MachineCoverage::take_generation() {
+  const uint64_t now = now_ns();
+  const double rate = double(limits_.generations_per_second);
+  if (tokens_at_ns_) tokens_ = std::min(rate, tokens_ + rate * double(now - tokens_at_ns_) / 1e9);
+  tokens_at_ns_ = now;
+  if (tokens_ < 1.0) return false;
+  tokens_ -= 1.0;
+  return true;
+}
+
+void MachineCoverage::scan() {
+  DIR* d = ::opendir("/proc");
+  if (!d) return;
+  std::set<pid_t> live;
+  while (const dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end || pid <= 0 || pid > INT32_MAX) continue;
+    live.insert(static_cast<pid_t>(pid));
+  }
+  ::closedir(d);
+  // The processes gone since the last scan are forgotten (their numbers may
+  // come back as other processes); the new ones are due.
+  for (auto it = procs_.begin(); it != procs_.end();) {
+    it = live.count(it->first) ? std::next(it) : procs_.erase(it);
+  }
+  for (auto it = refused_.begin(); it != refused_.end();) {
+    it = live.count(*it) ? std::next(it) : refused_.erase(it);
+  }
+  for (pid_t pid : live) {
+    if (!procs_.count(pid)) note_sample(pid);
+  }
+  next_scan_ms_ = now_ms() + limits_.scan_ms;
+}
+
+void MachineCoverage::note_sample(pid_t pid) {
+  if (pid <= 0 || pid == self_ || refused_.count(pid)) return;
+  auto it = procs_.find(pid);
+  if (it == procs_.end()) {
+    if (procs_.size() >= limits_.max_processes) {
+      refused_.insert(pid);
+      skip("processes over the bound of " + std::to_string(limits_.max_processes));
+      return;
+    }
+    it = procs_.emplace(pid, Proc{}).first;
+    stats_.processes_seen++;
+  }
+  Proc& p = it->second;
+  if (!p.queued && now_ms() >= p.next_ms) {
+    p.queued = true;
+    due_.push_back(pid);
+  }
+}
+
+void MachineCoverage::cover(pid_t pid, Proc* p) {
+  if (!p->coverage) p->coverage = std::make_unique<sframe::ProcessCoverage>(dev_, pid, &cache_);
+  const uint64_t t0 = now_ns();
+  const sframe::CoverageUpdate u = p->coverage->refresh();
+  stats_.supplies += u.covered.size();
+  stats_.supplied_bytes += u.supplied_bytes;
+  stats_.deferred += u.deferred;
+  for (const sframe::CoveredObject& c : u.covered) {
+    stats_.objects.insert(c.key);
+    (c.generated ? stats_.generated_objects : stats_.own_sframe_objects).insert(c.key);
+    (c.via == sframe::MappedVia::kMapFiles ? stats_.via_map_files : stats_.via_root)++;
+  }
+  for (const auto& [object, why] : u.failed) {
+    skip(reason_of(object, why));
+    if (verbose_) {
+      std::fprintf(stderr, "%s: %s not covered in pid %d: %s\n", tool_.c_str(), object.c_str(),
+                   static_cast<int>(pid), why.c_str());
+    }
+  }
+  if (!p->counted && (!u.covered.empty() || !u.present.empty() || !u.discovered.empty())) {
+    p->counted = true;
+    stats_.processes_covered++;
+  }
+  if (verbose_ && !u.covered.empty()) {
+    std::fprintf(stderr,
+                 "%s: supplied SFrame for %zu objects (%zu made from .eh_frame), %" PRIu64
+                 " bytes, pid %d, in %.1f ms\n",
+                 tool_.c_str(), u.covered.size(), u.generated.size(), u.supplied_bytes,
+                 static_cast<int>(pid), double(now_ns() - t0) / 1e6);
+  }
+  // Refused generations: again soon, not in refresh_ms.
+  p->next_ms = now_ms() + (u.deferred ? 100 : limits_.refresh_ms);
+}
+
+void MachineCoverage::refresh() {
+  if (now_ms() >= next_scan_ms_) scan();
+  const uint64_t until = now_ms() + limits_.pass_ms;
+  while (!due_.empty() && now_ms() < until) {
+    const pid_t pid = due_.front();
+    due_.pop_front();
+    auto it = procs_.find(pid);
+    if (it == procs_.end()) continue;  // gone, and forgotten by scan()
+    Proc& p = it->second;
+    p.queued = false;
+    if (!p.coverage && is_kernel_thread(pid)) {
+      procs_.erase(it);
+      refused_.insert(pid);
+      stats_.processes_seen--;
+      continue;
+    }
+    try {
+      cover(pid, &p);
+    } catch (const sframe::Error& e) {
+      // Its maps cannot be read: gone (ESRCH, ENOENT), or not ours (EACCES).
+      if (!p.counted) {
+        skip(e.err() == EACCES || e.err() == EPERM
+                 ? "processes whose maps may not be read (" + sframe::errno_name(e.err()) + ")"
+                 : "processes gone before they were covered");
+      }
+      procs_.erase(it);
+    }
+  }
+}
+
+std::string MachineCoverage::summary() const {
+  const sframe::CacheStats& cs = cache_.stats();
+  char buf[512];
+  std::snprintf(buf, sizeof(buf),
+                "covered %" PRIu64 " processes, %zu objects (%zu made from .eh_frame: %" PRIu64
+                " generated, %" PRIu64 " read from the cache, %" PRIu64
+                " reused in memory; %zu with their own .sframe), %" PRIu64 " sections supplied, %" PRIu64
+                " bytes; opened via map_files %" PRIu64 ", via the process's root %" PRIu64,
+                stats_.processes_covered, stats_.objects.size(), stats_.generated_objects.size(),
+                cs.generated, cs.disk_hits, cs.memory_hits, stats_.own_sframe_objects.size(),
+                stats_.supplies, stats_.supplied_bytes, stats_.via_map_files, stats_.via_root);
+  std::string s = buf;
+  uint64_t skipped = 0;
+  for (const auto& kv : stats_.skipped) skipped += kv.second;
+  s += "; skipped " + std::to_string(skipped);
+  const char* sep = ": ";
+  for (const auto& [why, n] : stats_.skipped) {
+    s += sep + std::to_string(n) + " " + why;
+    sep = ", ";
+  }
+  if (stats_.deferred) {
+    s += "; " + std::to_string(stats_.deferred) + " generations put off by the bound of " +
+         std::to_string(limits_.generations_per_second) + "/s";
+  }
+  if (cs.evicted) {
+    s += "; " + std::to_string(cs.evicted) + " sections dropped from memory (bound " +
+         std::to_string(limits_.memory_bytes >> 20) + " MiB)";
+  }
+  return s;
+}
+
+}  // namespace tools
