@@ -20,36 +20,44 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cinttypes>
 #include <cstdio>
+#include <fstream>
 #include <cstring>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "sframe_gen/build_id.h"
 #include "sframe_gen/coverage.h"
+#include "sframe_gen/eh_frame.h"
+#include "sframe_gen/object_file.h"
 #include "sframe_gen/sframe_cache.h"
 #include "vmtest.h"
 
-namespace {
-
+// File-scope statics, not an anonymous namespace: the chains are compared
+// by plain function names.
 using vmtest::ChildResult;
 using vmtest::RunChild;
 
-struct UnwindReq {
+struct ContainerUnwindReq {
   const sframe::Device* dev;
   sframe::UnwindResult result;
 };
 
 using lib_call_fn = int (*)(void (*)(void*), void*);
 
-VMTEST_NOIPA void container_cb(void* arg) {
-  auto* r = static_cast<UnwindReq*>(arg);
+// The child's exit status when it cannot make its namespace.
+static constexpr int kNoNamespace = 77;
+
+VMTEST_NOIPA static void container_cb(void* arg) {
+  auto* r = static_cast<ContainerUnwindReq*>(arg);
   r->result = r->dev->unwind_self(128, SFRAME_UNWIND_F_SFRAME);
   VMTEST_BARRIER();
 }
 
-VMTEST_NOIPA int exe_calls_container(lib_call_fn fn, UnwindReq* r) {
+VMTEST_NOIPA static int exe_calls_container(lib_call_fn fn, ContainerUnwindReq* r) {
   int v = fn(&container_cb, r);
   VMTEST_BARRIER();
   return v + 1;
@@ -57,7 +65,7 @@ VMTEST_NOIPA int exe_calls_container(lib_call_fn fn, UnwindReq* r) {
 
 // Drops CAP_SYS_ADMIN and CAP_CHECKPOINT_RESTORE from this process's
 // effective set: /proc/PID/map_files may then not be opened.
-bool drop_map_files_caps() {
+static bool drop_map_files_caps() {
   __user_cap_header_struct h{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct d[2]{};
   if (syscall(SYS_capget, &h, d) != 0) return false;
@@ -67,18 +75,41 @@ bool drop_map_files_caps() {
   return syscall(SYS_capset, &h, d) == 0;
 }
 
+// What a profiler that opens objects by path would do (and this one did
+// before): SFrame made from the file at the library's path in the HOST's
+// namespace, supplied where the target maps the library.
+static void supply_host_file(const sframe::Device& dev, pid_t target, const std::string& lib) {
+  std::ifstream maps("/proc/" + std::to_string(target) + "/maps");
+  for (std::string line; std::getline(maps, line);) {
+    uint64_t start = 0, off = 1;
+    int name_at = 0;
+    if (std::sscanf(line.c_str(), "%" SCNx64 "-%*x %*s %" SCNx64 " %*s %*s %n", &start, &off,
+                    &name_at) < 2 ||
+        off != 0 || name_at == 0 || line.substr(name_at) != lib)
+      continue;
+    const sframe::ObjectFile host = sframe::ObjectFile::open(lib);
+    const sframe::GeneratedSframe g = sframe::generate_sframe(host);
+    const uint64_t bias = start - host.layout().image_vaddr;
+    dev.supply_section(target, g.bytes.data(), g.bytes.size(), bias + g.section_vaddr,
+                       bias + g.text_vaddr, g.text_len, lib);
+    return;
+  }
+  throw std::runtime_error(lib + " not mapped in the target");
+}
+
 // The helper in the host's namespace: covers process target, answers
 // "COVERED_BUILD_ID VIA HOST_BUILD_ID" (the section supplied for the
 // library's path, how its file was opened, the build id of the host's file
 // at that path) or "error: ...".
-[[noreturn]] void cover_from_host(pid_t target, int ready, int answer, bool drop_caps,
-                                  const std::string& lib) {
+[[noreturn]] static void cover_from_host(pid_t target, int ready, int answer, bool drop_caps,
+                                         bool host_file, const std::string& lib) {
   char c;
   std::string msg;
   if (read(ready, &c, 1) != 1) _exit(2);
   try {
     if (drop_caps && !drop_map_files_caps()) throw std::runtime_error("capset failed");
     sframe::Device dev(vmtest::DevicePath());
+    if (host_file) supply_host_file(dev, target, lib);
     sframe::SframeCache cache(vmtest::FreshCacheDir());
     sframe::ProcessCoverage cov(dev, target, &cache);
     const sframe::CoverageUpdate u = cov.refresh();
@@ -93,6 +124,8 @@ bool drop_map_files_caps() {
     for (const auto& [object, why] : u.failed) {
       if (object == lib) msg = "error: " + why;
     }
+    // The library's section was there already: the host's.
+    if (host_file && msg.empty()) msg = "host_file - " + sframe::read_build_id(lib);
     if (msg.empty()) msg = "error: " + lib + " not covered";
   } catch (const std::exception& e) {
     msg = std::string("error: ") + e.what();
@@ -102,7 +135,8 @@ bool drop_map_files_caps() {
   _exit(0);
 }
 
-// arg: "drop_caps" makes the helper do without map_files.
+// arg: "drop_caps" makes the helper do without map_files; "host_file" makes
+// it supply the host's file's SFrame for the library first.
 VMTEST_CHILD(container_guest) {
   const std::string host_lib = vmtest::NextToSelf("libvmtest_container_host.so");
   const std::string guest_lib = vmtest::NextToSelf("libvmtest_container_guest.so");
@@ -115,7 +149,8 @@ VMTEST_CHILD(container_guest) {
   if (helper == 0) {
     close(ready[1]);
     close(answer[0]);
-    cover_from_host(self, ready[0], answer[1], arg == "drop_caps", host_lib);
+    cover_from_host(self, ready[0], answer[1], arg == "drop_caps", arg == "host_file",
+                    host_lib);
   }
   close(ready[0]);
   close(answer[1]);
@@ -124,12 +159,12 @@ VMTEST_CHILD(container_guest) {
   const int flags = geteuid() == 0 ? CLONE_NEWNS : CLONE_NEWUSER | CLONE_NEWNS;
   if (unshare(flags) != 0) {
     std::printf("unshare: %s\n", std::strerror(errno));
-    return 3;
+    return kNoNamespace;
   }
   if (mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
       mount(guest_lib.c_str(), host_lib.c_str(), nullptr, MS_BIND, nullptr) != 0) {
     std::printf("mount: %s\n", std::strerror(errno));
-    return 3;
+    return kNoNamespace;
   }
   void* handle = dlopen(host_lib.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
@@ -158,13 +193,13 @@ VMTEST_CHILD(container_guest) {
   vmtest::EmitValue("via_map_files", via == "map_files");
   vmtest::EmitValue("via_root", via == "root");
   sframe::Device dev(vmtest::DevicePath());
-  UnwindReq req{&dev, {}};
+  ContainerUnwindReq req{&dev, {}};
   exe_calls_container(fn, &req);
   vmtest::EmitUnwind("chain", req.result);
   return 0;
 }
 
-void ExpectGuestCovered(const ChildResult& r) {
+static void ExpectGuestCovered(const ChildResult& r) {
   EXPECT_EQ(r.values.at("guest_loaded"), 1u) << "the bind mount did not take";
   EXPECT_EQ(r.values.at("host_differs"), 1u) << "the two builds must differ";
   EXPECT_EQ(r.values.at("covered_is_guest"), 1u)
@@ -180,7 +215,7 @@ void ExpectGuestCovered(const ChildResult& r) {
 
 TEST(ContainerTest, TheContainersFileIsCoveredNotTheHosts) {
   ChildResult r = RunChild("container_guest");
-  if (r.exit_status == 3) {
+  if (r.exit_status == kNoNamespace) {
     // No namespace for this user (unprivileged user namespaces off).
     GTEST_SKIP() << "cannot make a mount namespace here: " << r.output;
   }
@@ -205,4 +240,19 @@ TEST(ContainerTest, WithoutMapFilesTheProcessRootGivesTheContainersFile) {
   EXPECT_EQ(r.values.at("via_root"), 1u) << r.output;
 }
 
-}  // namespace
+// The control: with the SFrame of the host's file at the same path (what
+// opening objects by path gives), the walk through the guest's function goes
+// wrong; so the first test's complete chain is owed to the guest's file.
+TEST(ContainerTest, TheHostsFileWouldGetTheStackWrong) {
+  ChildResult r = RunChild("container_guest", "host_file");
+  if (r.exit_status == kNoNamespace) {
+    GTEST_SKIP() << "cannot make a mount namespace here: " << r.output;
+  }
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  EXPECT_EQ(r.values.at("guest_loaded"), 1u);
+  EXPECT_EQ(r.values.at("covered_is_guest"), 0u) << r.output;
+  std::vector<std::string> all = {vmtest::kUnwindSelf, "container_cb", "container_lib_call",
+                                  "exe_calls_container"};
+  for (const auto& f : vmtest::ChildTail("container_guest")) all.push_back(f);
+  EXPECT_FALSE(vmtest::ChainStartsWith(r.chains.at("chain"), all, r.main_return)) << r.output;
+}

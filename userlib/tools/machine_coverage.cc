@@ -73,29 +73,44 @@ void MachineCoverage::scan() {
   for (auto it = refused_.begin(); it != refused_.end();) {
     it = live.count(*it) ? std::next(it) : refused_.erase(it);
   }
+  // The processes running at the start wait behind the ones sampled; a
+  // process started since (found by a later scan) goes first.
+  const bool initial = next_scan_ms_ == 0;
   for (pid_t pid : live) {
-    if (!procs_.count(pid)) note_sample(pid);
+    if (procs_.count(pid)) continue;
+    if (Proc* p = add(pid)) enqueue(pid, p, !initial);
   }
   next_scan_ms_ = now_ms() + limits_.scan_ms;
 }
 
-void MachineCoverage::note_sample(pid_t pid) {
-  if (pid <= 0 || pid == self_ || refused_.count(pid)) return;
+MachineCoverage::Proc* MachineCoverage::add(pid_t pid) {
+  if (pid <= 0 || pid == self_ || refused_.count(pid)) return nullptr;
   auto it = procs_.find(pid);
-  if (it == procs_.end()) {
-    if (procs_.size() >= limits_.max_processes) {
-      refused_.insert(pid);
-      skip("processes over the bound of " + std::to_string(limits_.max_processes));
-      return;
-    }
-    it = procs_.emplace(pid, Proc{}).first;
-    stats_.processes_seen++;
+  if (it != procs_.end()) return &it->second;
+  if (procs_.size() >= limits_.max_processes) {
+    refused_.insert(pid);
+    skip("processes over the bound of " + std::to_string(limits_.max_processes));
+    return nullptr;
   }
-  Proc& p = it->second;
-  if (!p.queued && now_ms() >= p.next_ms) {
-    p.queued = true;
-    due_.push_back(pid);
+  stats_.processes_seen++;
+  Proc& p = procs_[pid];
+  p.first_ms = now_ms();
+  return &p;
+}
+
+void MachineCoverage::enqueue(pid_t pid, Proc* p, bool urgent) {
+  if (urgent && !p->in_urgent) {
+    p->in_urgent = true;
+    urgent_.push_back(pid);
+  } else if (!urgent && !p->in_backlog) {
+    p->in_backlog = true;
+    backlog_.push_back(pid);
   }
+}
+
+void MachineCoverage::note_sample(pid_t pid) {
+  Proc* p = add(pid);
+  if (p && now_ms() >= p->next_ms) enqueue(pid, p, true);
 }
 
 void MachineCoverage::cover(pid_t pid, Proc* p) {
@@ -128,20 +143,39 @@ void MachineCoverage::cover(pid_t pid, Proc* p) {
                  tool_.c_str(), u.covered.size(), u.generated.size(), u.supplied_bytes,
                  static_cast<int>(pid), double(now_ns() - t0) / 1e6);
   }
-  // Refused generations: again soon, not in refresh_ms.
-  p->next_ms = now_ms() + (u.deferred ? 100 : limits_.refresh_ms);
+  // Refused generations: again soon.  A process new to us may still be
+  // exec'ing or mapping its libraries: read often at first.
+  const uint64_t now = now_ms();
+  p->next_ms_is_retry = u.deferred != 0;
+  p->next_ms = now + (u.deferred                                ? 100
+                      : now - p->first_ms < limits_.eager_ms ? limits_.eager_refresh_ms
+                                                               : limits_.refresh_ms);
 }
 
 void MachineCoverage::refresh() {
   if (now_ms() >= next_scan_ms_) scan();
+  // Generations put off by the rate bound: again once their time came.
+  for (auto it = retry_.begin(); it != retry_.end();) {
+    auto p = procs_.find(*it);
+    if (p == procs_.end()) {
+      it = retry_.erase(it);
+    } else if (now_ms() >= p->second.next_ms) {
+      enqueue(*it, &p->second, false);
+      it = retry_.erase(it);
+    } else {
+      ++it;
+    }
+  }
   const uint64_t until = now_ms() + limits_.pass_ms;
-  while (!due_.empty() && now_ms() < until) {
-    const pid_t pid = due_.front();
-    due_.pop_front();
+  while ((!urgent_.empty() || !backlog_.empty()) && now_ms() < until) {
+    const bool urgent = !urgent_.empty();
+    const pid_t pid = urgent ? urgent_.front() : backlog_.front();
+    (urgent ? urgent_ : backlog_).pop_front();
     auto it = procs_.find(pid);
     if (it == procs_.end()) continue;  // gone, and forgotten by scan()
     Proc& p = it->second;
-    p.queued = false;
+    (urgent ? p.in_urgent : p.in_backlog) = false;
+    if (now_ms() < p.next_ms) continue;  // done meanwhile, through the other queue
     if (!p.coverage && is_kernel_thread(pid)) {
       procs_.erase(it);
       refused_.insert(pid);
@@ -150,6 +184,7 @@ void MachineCoverage::refresh() {
     }
     try {
       cover(pid, &p);
+      if (p.next_ms_is_retry) retry_.insert(pid);
     } catch (const sframe::Error& e) {
       // Its maps cannot be read: gone (ESRCH, ENOENT), or not ours (EACCES).
       if (!p.counted) {

@@ -6,7 +6,7 @@
 // /proc scan); a process started since is covered when a scan (every
 // 100 ms) or a sample first shows it, so only its samples taken before that
 // may stop early; a sampled process's maps are read again at
-// most once a second (dlopen).  Each object is opened once through the
+// most every 250 ms (exec, dlopen), every 20 ms in its first 500 ms.  Each object is opened once through the
 // process (ObjectFile: map_files, or its root), and its section is made once
 // per file, whatever the number of processes that map it (SframeCache keeps
 // the sections in memory, bounded in bytes, and on disk by build id).
@@ -32,7 +32,9 @@ struct MachineCoverageLimits {
   uint64_t max_processes = 4096;        // processes covered at once at most (the rest counted)
   uint64_t generations_per_second = 20; // .eh_frame generations (a burst of as many)
   uint64_t memory_bytes = sframe::SframeCache::kDefaultMemoryLimit;  // sections held
-  uint64_t refresh_ms = 1000;           // a sampled process's maps read again at most this often
+  uint64_t refresh_ms = 250;            // a sampled process's maps read again at most this often
+  uint64_t eager_ms = 500;              // ... but in its first eager_ms (exec, loader) every
+  uint64_t eager_refresh_ms = 20;       //     eager_refresh_ms
   uint64_t pass_ms = 50;                // work done in one refresh() call at most
   uint64_t scan_ms = 100;               // /proc read again for new processes this often
 };
@@ -65,7 +67,7 @@ class MachineCoverage {
   // Covers what is due, for at most limits.pass_ms.  Never throws.
   void refresh();
   // Whether processes are waiting to be covered (the caller polls sooner).
-  bool busy() const { return !due_.empty(); }
+  bool busy() const { return !urgent_.empty() || !backlog_.empty(); }
   const MachineCoverageStats& stats() const { return stats_; }
   // "covered N processes, M objects (...), skipped S: reasons".
   std::string summary() const;
@@ -73,10 +75,14 @@ class MachineCoverage {
  private:
   struct Proc {
     std::unique_ptr<sframe::ProcessCoverage> coverage;
+    uint64_t first_ms = 0;  // when first seen
     uint64_t next_ms = 0;   // not refreshed again before
-    bool queued = false;    // in due_
+    bool next_ms_is_retry = false;  // generations were put off: again at next_ms unasked
+    bool in_urgent = false, in_backlog = false;
     bool counted = false;   // in processes_covered
   };
+  Proc* add(pid_t pid);  // null when not to be covered
+  void enqueue(pid_t pid, Proc* p, bool urgent);
   bool take_generation();
   void skip(const std::string& reason) { stats_.skipped[reason]++; }
   void cover(pid_t pid, Proc* p);
@@ -88,7 +94,10 @@ class MachineCoverage {
   sframe::SframeCache cache_;
   std::map<pid_t, Proc> procs_;
   std::set<pid_t> refused_;  // over max_processes, or not coverable (kernel threads)
-  std::deque<pid_t> due_;
+  // Due for coverage: sampled or new since the start first, then the
+  // processes running at the start; and the ones whose generations wait.
+  std::deque<pid_t> urgent_, backlog_;
+  std::set<pid_t> retry_;
   double tokens_;
   uint64_t tokens_at_ns_ = 0;
   uint64_t next_scan_ms_ = 0;
