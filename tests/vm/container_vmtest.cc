@@ -137,15 +137,23 @@ static void supply_host_file(const sframe::Device& dev, pid_t target, const std:
 
 // arg: "drop_caps" makes the helper do without map_files; "host_file" makes
 // it supply the host's file's SFrame for the library first.
-VMTEST_CHILD(container_guest) {
+// The child's setup, out of the scenario's frame (which the chain walks
+// through, so it is kept small): the helper, the namespace, the library,
+// its coverage.  status: 0, kNoNamespace or another failure.
+struct GuestSetup {
+  lib_call_fn fn = nullptr;
+  int status = 0;
+};
+
+VMTEST_NOIPA static GuestSetup enter_container(const std::string& arg) {
   const std::string host_lib = vmtest::NextToSelf("libvmtest_container_host.so");
   const std::string guest_lib = vmtest::NextToSelf("libvmtest_container_guest.so");
   int ready[2], answer[2];
-  if (pipe(ready) != 0 || pipe(answer) != 0) return 2;
+  if (pipe(ready) != 0 || pipe(answer) != 0) return {nullptr, 2};
   const pid_t self = getpid();
   std::fflush(nullptr);
   const pid_t helper = fork();
-  if (helper < 0) return 2;
+  if (helper < 0) return {nullptr, 2};
   if (helper == 0) {
     close(ready[1]);
     close(answer[0]);
@@ -159,24 +167,24 @@ VMTEST_CHILD(container_guest) {
   const int flags = geteuid() == 0 ? CLONE_NEWNS : CLONE_NEWUSER | CLONE_NEWNS;
   if (unshare(flags) != 0) {
     std::printf("unshare: %s\n", std::strerror(errno));
-    return kNoNamespace;
+    return {nullptr, kNoNamespace};
   }
   if (mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
       mount(guest_lib.c_str(), host_lib.c_str(), nullptr, MS_BIND, nullptr) != 0) {
     std::printf("mount: %s\n", std::strerror(errno));
-    return kNoNamespace;
+    return {nullptr, kNoNamespace};
   }
   void* handle = dlopen(host_lib.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     std::printf("dlopen %s: %s\n", host_lib.c_str(), dlerror());
-    return 4;
+    return {nullptr, 4};
   }
   auto variant = reinterpret_cast<const char* (*)()>(dlsym(handle, "container_lib_variant"));
   auto fn = reinterpret_cast<lib_call_fn>(dlsym(handle, "container_lib_call"));
-  if (!variant || !fn) return 4;
+  if (!variant || !fn) return {nullptr, 4};
   vmtest::EmitValue("guest_loaded", std::strcmp(variant(), "guest") == 0);
   // Covered from the host's namespace.
-  if (write(ready[1], "g", 1) != 1) return 2;
+  if (write(ready[1], "g", 1) != 1) return {nullptr, 2};
   std::string reply;
   char buf[512];
   for (ssize_t n; (n = read(answer[0], buf, sizeof(buf))) > 0;) reply.append(buf, size_t(n));
@@ -192,9 +200,15 @@ VMTEST_CHILD(container_guest) {
   vmtest::EmitValue("host_differs", !host_id.empty() && host_id != guest_id);
   vmtest::EmitValue("via_map_files", via == "map_files");
   vmtest::EmitValue("via_root", via == "root");
+  return {fn, 0};
+}
+
+VMTEST_CHILD(container_guest) {
+  const GuestSetup g = enter_container(arg);
+  if (g.status != 0) return g.status;
   sframe::Device dev(vmtest::DevicePath());
   ContainerUnwindReq req{&dev, {}};
-  exe_calls_container(fn, &req);
+  exe_calls_container(g.fn, &req);
   vmtest::EmitUnwind("chain", req.result);
   return 0;
 }

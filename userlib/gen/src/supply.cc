@@ -61,8 +61,10 @@ uint64_t load_bias_in_process(pid_t pid, const std::string& path, uint64_t image
 }
 
 SuppliedSection supply_file_sframe(const Device& dev, pid_t pid, const std::string& path) {
-  const internal::ElfLayout layout = internal::read_elf_layout(internal::ElfFile(path));
-  const FileSframe f = read_sframe_from_file(path);
+  // Opened once: the layout and the section of the same file.
+  const ObjectFile object = ObjectFile::open(path);
+  const ObjectLayout& layout = object.layout();
+  const FileSframe f = read_sframe_from_file(object);
   const uint64_t bias = load_bias_in_process(pid, path, layout.image_vaddr);
   SuppliedSection s;
   s.path = path;
