@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <iterator>
+#include <vector>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 
 #include "launch.h"
+#include "sframe_gen/object_file.h"
 
 namespace tools {
 namespace {
@@ -46,6 +48,10 @@ MachineCoverage::MachineCoverage(const std::string& tool, bool verbose,
 
 bool MachineCoverage::take_generation() {
   const uint64_t now = now_ns();
+  // The pass's time is spent: the rest waits for the next pass (a
+  // generation takes milliseconds, tens of them for a large library, more
+  // under emulation; samples are read between passes).
+  if (now >= pass_deadline_ns_) return false;
   const double rate = double(limits_.generations_per_second);
   if (tokens_at_ns_) tokens_ = std::min(rate, tokens_ + rate * double(now - tokens_at_ns_) / 1e9);
   tokens_at_ns_ = now;
@@ -137,17 +143,19 @@ void MachineCoverage::cover(pid_t pid, Proc* p) {
     stats_.processes_covered++;
   }
   if (verbose_ && !u.covered.empty()) {
+    const uint64_t t1 = now_ns();
     std::fprintf(stderr,
                  "%s: supplied SFrame for %zu objects (%zu made from .eh_frame), %" PRIu64
-                 " bytes, pid %d, in %.1f ms\n",
+                 " bytes, at %" PRIu64 ".%09" PRIu64 ", pid %d, in %.1f ms\n",
                  tool_.c_str(), u.covered.size(), u.generated.size(), u.supplied_bytes,
-                 static_cast<int>(pid), double(now_ns() - t0) / 1e6);
+                 t1 / 1000000000u, t1 % 1000000000u, static_cast<int>(pid),
+                 double(t1 - t0) / 1e6);
   }
   // Refused generations: again soon.  A process new to us may still be
   // exec'ing or mapping its libraries: read often at first.
   const uint64_t now = now_ms();
   p->next_ms_is_retry = u.deferred != 0;
-  p->next_ms = now + (u.deferred                                ? 100
+  p->next_ms = now + (u.deferred                                ? limits_.eager_refresh_ms
                       : now - p->first_ms < limits_.eager_ms ? limits_.eager_refresh_ms
                                                                : limits_.refresh_ms);
 }
@@ -160,14 +168,14 @@ void MachineCoverage::refresh() {
     if (p == procs_.end()) {
       it = retry_.erase(it);
     } else if (now_ms() >= p->second.next_ms) {
-      enqueue(*it, &p->second, false);
+      enqueue(*it, &p->second, p->second.urgent);
       it = retry_.erase(it);
     } else {
       ++it;
     }
   }
-  const uint64_t until = now_ms() + limits_.pass_ms;
-  while ((!urgent_.empty() || !backlog_.empty()) && now_ms() < until) {
+  pass_deadline_ns_ = now_ns() + limits_.pass_ms * 1000000u;
+  while ((!urgent_.empty() || !backlog_.empty()) && now_ns() < pass_deadline_ns_) {
     const bool urgent = !urgent_.empty();
     const pid_t pid = urgent ? urgent_.front() : backlog_.front();
     (urgent ? urgent_ : backlog_).pop_front();
@@ -175,6 +183,7 @@ void MachineCoverage::refresh() {
     if (it == procs_.end()) continue;  // gone, and forgotten by scan()
     Proc& p = it->second;
     (urgent ? p.in_urgent : p.in_backlog) = false;
+    p.urgent = urgent;
     if (now_ms() < p.next_ms) continue;  // done meanwhile, through the other queue
     if (!p.coverage && is_kernel_thread(pid)) {
       procs_.erase(it);
@@ -195,6 +204,54 @@ void MachineCoverage::refresh() {
       procs_.erase(it);
     }
   }
+}
+
+void MachineCoverage::prepare(uint64_t budget_ms) {
+  const uint64_t until_ms = now_ms() + budget_ms;
+  scan();
+  // The objects most processes map first (libc, the loader): made once,
+  // they serve every process, the ones that start later too.
+  struct Users {
+    pid_t pid = 0;
+    uint64_t start = 0, end = 0;
+    std::set<pid_t> pids;
+  };
+  std::map<std::pair<std::string, uint64_t>, Users> objects;  // (path, inode)
+  for (const auto& kv : procs_) {
+    std::ifstream in("/proc/" + std::to_string(kv.first) + "/maps");
+    for (std::string line; std::getline(in, line);) {
+      uint64_t start = 0, end = 0, ino = 0;
+      char perms[8] = {};
+      int name_at = 0;
+      if (std::sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %7s %*s %*s %" SCNu64 " %n", &start,
+                      &end, perms, &ino, &name_at) < 4 ||
+          name_at == 0 || perms[2] != 'x' || line[name_at] != '/')
+        continue;
+      Users& u = objects[{line.substr(name_at), ino}];
+      if (u.pids.insert(kv.first).second && u.pid == 0) {
+        u.pid = kv.first;
+        u.start = start;
+        u.end = end;
+      }
+    }
+  }
+  std::vector<std::pair<size_t, const std::pair<std::string, uint64_t>*>> order;
+  for (const auto& kv : objects) order.emplace_back(kv.second.pids.size(), &kv.first);
+  std::sort(order.begin(), order.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  pass_deadline_ns_ = now_ns() + budget_ms * 1000000u;
+  for (const auto& [users, key] : order) {
+    if (now_ms() >= until_ms) break;
+    const Users& u = objects[*key];
+    try {
+      const sframe::ObjectFile object =
+          sframe::ObjectFile::open_mapped(u.pid, u.start, u.end, key->first, key->second);
+      if (!object.layout().has_sframe) cache_.get(object);
+    } catch (const sframe::Error&) {
+      // Said by the process's refresh, if it matters.
+    }
+  }
+  while (busy() && now_ms() < until_ms) refresh();
 }
 
 std::string MachineCoverage::summary() const {
@@ -218,8 +275,9 @@ std::string MachineCoverage::summary() const {
     sep = ", ";
   }
   if (stats_.deferred) {
-    s += "; " + std::to_string(stats_.deferred) + " generations put off by the bound of " +
-         std::to_string(limits_.generations_per_second) + "/s";
+    s += "; " + std::to_string(stats_.deferred) + " generations put off by the bounds (" +
+         std::to_string(limits_.generations_per_second) + "/s, " +
+         std::to_string(limits_.pass_ms) + " ms per pass)";
   }
   if (cs.evicted) {
     s += "; " + std::to_string(cs.evicted) + " sections dropped from memory (bound " +

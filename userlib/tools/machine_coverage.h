@@ -35,7 +35,7 @@ struct MachineCoverageLimits {
   uint64_t refresh_ms = 250;            // a sampled process's maps read again at most this often
   uint64_t eager_ms = 500;              // ... but in its first eager_ms (exec, loader) every
   uint64_t eager_refresh_ms = 20;       //     eager_refresh_ms
-  uint64_t pass_ms = 50;                // work done in one refresh() call at most
+  uint64_t pass_ms = 50;                // one refresh() call starts no generation after this
   uint64_t scan_ms = 100;               // /proc read again for new processes this often
 };
 
@@ -45,7 +45,7 @@ struct MachineCoverageStats {
   uint64_t processes_covered = 0;  // with at least one object supplied (or already covered)
   uint64_t supplies = 0;           // sections supplied (objects x processes)
   uint64_t supplied_bytes = 0;
-  uint64_t deferred = 0;  // generations put off by the rate bound (done later)
+  uint64_t deferred = 0;  // generations put off by the bounds (done in a later pass)
   // Distinct objects (files) supplied, and of those: made from .eh_frame
   // (then generated or read from the cache), with their own .sframe.
   std::set<std::string> objects, generated_objects, own_sframe_objects;
@@ -61,6 +61,10 @@ class MachineCoverage {
   // refresh(): a process started since is covered within that time even
   // before its first sample is read (which may come 250 ms after it).
   void scan();
+  // Covers the processes running now before the recording starts, for at
+  // most budget_ms (the rest is done while it records): first the SFrame of
+  // the objects the most processes map, then process by process.
+  void prepare(uint64_t budget_ms);
   // A sample of pid was read: a new process becomes due, a known one due
   // again once its refresh_ms have passed.
   void note_sample(pid_t pid);
@@ -79,6 +83,7 @@ class MachineCoverage {
     uint64_t next_ms = 0;   // not refreshed again before
     bool next_ms_is_retry = false;  // generations were put off: again at next_ms unasked
     bool in_urgent = false, in_backlog = false;
+    bool urgent = false;    // last taken from urgent_ (its retries go there too)
     bool counted = false;   // in processes_covered
   };
   Proc* add(pid_t pid);  // null when not to be covered
@@ -101,6 +106,7 @@ class MachineCoverage {
   double tokens_;
   uint64_t tokens_at_ns_ = 0;
   uint64_t next_scan_ms_ = 0;
+  uint64_t pass_deadline_ns_ = 0;  // generations refused after it
   pid_t self_;
   MachineCoverageStats stats_;
 };

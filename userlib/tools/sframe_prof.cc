@@ -349,7 +349,7 @@ int cmd_record(int argc, char** argv) {
   // -a: every process sampled (machine_coverage.h).
   std::unique_ptr<tools::MachineCoverage> machine;
   if (all) machine = std::make_unique<tools::MachineCoverage>(kTool, verbose);
-  if (machine) machine->scan();
+  if (machine) machine->prepare(2000);
   if (command) coverage->prepare(child->program());
   coverage ? coverage->begin() : void();
   MappingTracker tracker(&out);
