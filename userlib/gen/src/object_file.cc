@@ -77,8 +77,8 @@ ObjectFile ObjectFile::open_mapped(pid_t pid, uint64_t start, uint64_t end,
                                     : std::string());
     }
   } else if (err != 0) {
-    // ENOENT: unmapped meanwhile (or the process is gone).
-    throw Error(err, op::kFindObject, o.opened_as_);
+    throw Error(err, op::kFindObject, o.opened_as_,
+                err == ENOENT ? "unmapped meanwhile, or the process is gone" : std::string());
   }
   const SourceIdentity id = identity_of(fd.get(), o.opened_as_);
   if (o.via_ == MappedVia::kRoot && ino != 0 && id.ino != ino) {
