@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "launch.h"
+#include "machine_coverage.h"
 #include "sframe_client/sframe_client.hpp"
 #include "sframe_profile/flamegraph.h"
 #include "sframe_profile/profile.h"
@@ -345,6 +346,10 @@ int cmd_record(int argc, char** argv) {
   if (!all) coverage = std::make_unique<tools::CoverageKeeper>(pid, command, kTool, verbose);
   std::unique_ptr<tools::DescendantCoverage> descendants;
   if (follow) descendants = std::make_unique<tools::DescendantCoverage>(kTool, verbose);
+  // -a: every process sampled (machine_coverage.h).
+  std::unique_ptr<tools::MachineCoverage> machine;
+  if (all) machine = std::make_unique<tools::MachineCoverage>(kTool, verbose);
+  if (machine) machine->prepare(2000);
   if (command) coverage->prepare(child->program());
   coverage ? coverage->begin() : void();
   MappingTracker tracker(&out);
@@ -353,6 +358,7 @@ int cmd_record(int argc, char** argv) {
     child->start();
   } else {
     if (coverage) coverage->refresh();  // covered before the first sample
+    if (machine) machine->refresh();
     ev.enable();
     if (follow) tasks.enable();
   }
@@ -411,6 +417,7 @@ int cmd_record(int argc, char** argv) {
       if (r.is_sample()) {
         write_held(r.sample.time);
         tracker.before_sample(r.sample);
+        if (machine) machine->note_sample(static_cast<pid_t>(r.sample.pid));
         out.sample(r.sample);
         samples++;
       } else if (r.is_lost()) {
@@ -429,6 +436,7 @@ int cmd_record(int argc, char** argv) {
   uint64_t next_snapshot = 0;
   while (!g_signal) {
     if (coverage) coverage->refresh();
+    if (machine) machine->refresh();
     // The target's mappings, while it can still be read (following, the
     // side-band records say what it maps).
     if (!all && !follow && tools::now_ms() >= next_snapshot &&
@@ -436,7 +444,10 @@ int cmd_record(int argc, char** argv) {
       tracker.snapshot(pid);
       next_snapshot = tools::now_ms() + (coverage->eager() ? 20 : 250);
     }
-    consume((coverage && coverage->eager()) || (descendants && descendants->eager()) ? 10 : 100);
+    consume((coverage && coverage->eager()) || (descendants && descendants->eager()) ||
+                    (machine && machine->busy())
+                ? 10
+                : 100);
     status.update(samples, lost, false);
     if (command) {
       int st;
@@ -473,6 +484,7 @@ int cmd_record(int argc, char** argv) {
   if (st.lost_capture) out.meta("lost_at_capture", std::to_string(st.lost_capture));
   out.close();
   status.update(samples, lost, true);
+  if (machine) std::fprintf(stderr, "%s: %s\n", kTool, machine->summary().c_str());
   if (verbose) {
     std::fprintf(stderr,
                  "%s: wrote %s (%" PRIu64 " samples, %" PRIu64 " lost in the buffer, %" PRIu64

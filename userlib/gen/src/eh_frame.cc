@@ -11,6 +11,7 @@
 
 #include "cfi.h"
 #include "elf_file.h"
+#include "sframe_gen/object_file.h"
 #include "sframe_unwind.h"
 #include "sframe_client/error.h"
 #include "sframe_client/sframe_format.h"
@@ -744,9 +745,12 @@ std::optional<EhFrameBytes> eh_frame_from_hdr(Elf* elf, const std::vector<GElf_P
 
 }  // namespace
 
-GeneratedSframe generate_sframe(const std::string& elf_path, const GenerateOptions& opts) {
-  check_options(opts, elf_path);
-  internal::ElfFile file(elf_path);
+namespace {
+
+// What generate_sframe() does, on a file already open (elf_path names it in
+// errors).
+GeneratedSframe generate_from(const internal::ElfFile& file, const std::string& elf_path,
+                              const GenerateOptions& opts) {
   Elf* elf = file.get();
   GElf_Ehdr eh;
   if (gelf_getehdr(elf, &eh) == nullptr) {
@@ -785,7 +789,23 @@ GeneratedSframe generate_sframe(const std::string& elf_path, const GenerateOptio
 
   GeneratedSframe out = generate_sframe_from_eh_frame(
       eh_frame->data, eh_frame->size, eh_frame->vaddr, text_lo, text_hi - text_lo, opts, elf_path);
+  return out;
+}
+
+}  // namespace
+
+GeneratedSframe generate_sframe(const std::string& elf_path, const GenerateOptions& opts) {
+  check_options(opts, elf_path);
+  internal::ElfFile file(elf_path);
+  GeneratedSframe out = generate_from(file, elf_path, opts);
   out.build_id = internal::elf_build_id(file);
+  return out;
+}
+
+GeneratedSframe generate_sframe(const ObjectFile& object, const GenerateOptions& opts) {
+  check_options(opts, object.name());
+  GeneratedSframe out = generate_from(object.elf(), object.name(), opts);
+  out.build_id = object.build_id();
   return out;
 }
 

@@ -24,6 +24,7 @@ class ElfFile {
 
   Elf* get() const noexcept { return elf_.get(); }
   const std::string& path() const noexcept { return path_; }
+  int fd() const noexcept { return fd_.get(); }
 
  private:
   void begin();

@@ -221,43 +221,88 @@ std::string default_cache_dir() {
   return std::string(home && home[0] ? home : "/tmp") + "/.cache/sframe-unwind";
 }
 
-SframeCache::SframeCache(std::string dir) : dir_(std::move(dir)) {}
+SframeCache::SframeCache(std::string dir, uint64_t memory_limit)
+    : dir_(std::move(dir)), memory_limit_(memory_limit) {}
 
 std::string SframeCache::entry_for(const std::string& path) const {
-  std::string id = internal::elf_build_id(internal::ElfFile(path));
+  return entry_for(ObjectFile::open(path));
+}
+
+std::string SframeCache::entry_for(const ObjectFile& object) const {
+  std::string id = object.build_id();
   if (id.empty()) {
-    char buf[32];
-    std::snprintf(buf, sizeof(buf), "path-%016zx", std::hash<std::string>()(path));
+    // No build id: the file itself (a path means nothing across mount
+    // namespaces).
+    const SourceIdentity& s = object.identity();
+    char buf[96];
+    std::snprintf(buf, sizeof(buf), "file-%llx-%llx-%llx", (unsigned long long)s.dev,
+                  (unsigned long long)s.ino, (unsigned long long)s.size);
     id = buf;
   }
   return dir_ + "/" + sanitize_key(id) + ".sframe";
 }
 
 GeneratedSframe SframeCache::get(const std::string& path, CacheResult* result) {
-  const SourceIdentity now = identify_file(path);
-  const std::string entry = entry_for(path);
+  return *get(ObjectFile::open(path), result);
+}
+
+void SframeCache::remember(const std::string& key, std::shared_ptr<const GeneratedSframe> g) {
+  const uint64_t size = g->bytes.size();
+  if (size > memory_limit_) return;
+  while (stats_.memory_bytes + size > memory_limit_ && !lru_.empty()) {
+    auto old = memory_.find(lru_.back());
+    stats_.memory_bytes -= old->second.first->bytes.size();
+    memory_.erase(old);
+    lru_.pop_back();
+    stats_.evicted++;
+  }
+  lru_.push_front(key);
+  memory_[key] = {std::move(g), lru_.begin()};
+  stats_.memory_bytes += size;
+}
+
+std::shared_ptr<const GeneratedSframe> SframeCache::get(const ObjectFile& object,
+                                                        CacheResult* result) {
+  const std::string key = object.content_key();
+  if (auto it = memory_.find(key); it != memory_.end()) {
+    lru_.splice(lru_.begin(), lru_, it->second.second);
+    stats_.memory_hits++;
+    if (result) *result = CacheResult::kHit;
+    return it->second.first;
+  }
+  const SourceIdentity& now = object.identity();
+  const std::string entry = entry_for(object);
   bool stale = false;
   try {
     StoredSframe s = read_sframe_file(entry);
-    if (s.source == now) {
+    if (s.source == now && s.sframe.build_id == object.build_id()) {
+      auto g = std::make_shared<const GeneratedSframe>(std::move(s.sframe));
+      remember(key, g);
+      stats_.disk_hits++;
       if (result) *result = CacheResult::kHit;
-      return std::move(s.sframe);
+      return g;
     }
     stale = true;
   } catch (const Error&) {
     // Not there, or not readable: made anew below.
   }
-  GeneratedSframe g = generate_sframe(path);
+  if (gate_ && !gate_()) {
+    stats_.refused++;
+    throw Error(EAGAIN, op::kGenerate, object.name(), "generation budget spent for now");
+  }
+  auto g = std::make_shared<const GeneratedSframe>(generate_sframe(object));
+  stats_.generated++;
   CacheResult r = stale ? CacheResult::kRegenerated : CacheResult::kGenerated;
   try {
     // mkdir -p of the cache directory (its parents may not exist yet).
     for (size_t i = 1; i <= dir_.size(); i++) {
       if (i == dir_.size() || dir_[i] == '/') ::mkdir(dir_.substr(0, i).c_str(), 0755);
     }
-    write_sframe_file(entry, g, now);
+    write_sframe_file(entry, *g, now);
   } catch (const Error&) {
     r = CacheResult::kUncached;
   }
+  remember(key, g);
   if (result) *result = r;
   return g;
 }

@@ -17,11 +17,14 @@
 #include <sstream>
 
 #include "elf_file.h"
+#include "sframe_gen/object_file.h"
 #include "sframe_client/error.h"
 #include "sframe_client/objects.h"
 
 namespace sframe {
 namespace {
+
+FileSframe read_sframe_from_elf(const internal::ElfFile& elf, const std::string& path);
 
 std::string canonical(const std::string& path) {
   char buf[PATH_MAX];
@@ -58,8 +61,10 @@ uint64_t load_bias_in_process(pid_t pid, const std::string& path, uint64_t image
 }
 
 SuppliedSection supply_file_sframe(const Device& dev, pid_t pid, const std::string& path) {
-  const internal::ElfLayout layout = internal::read_elf_layout(internal::ElfFile(path));
-  const FileSframe f = read_sframe_from_file(path);
+  // Opened once: the layout and the section of the same file.
+  const ObjectFile object = ObjectFile::open(path);
+  const ObjectLayout& layout = object.layout();
+  const FileSframe f = read_sframe_from_file(object);
   const uint64_t bias = load_bias_in_process(pid, path, layout.image_vaddr);
   SuppliedSection s;
   s.path = path;
@@ -73,7 +78,16 @@ SuppliedSection supply_file_sframe(const Device& dev, pid_t pid, const std::stri
 }
 
 FileSframe read_sframe_from_file(const std::string& path) {
-  internal::ElfFile elf(path);
+  return read_sframe_from_elf(internal::ElfFile(path), path);
+}
+
+FileSframe read_sframe_from_file(const ObjectFile& object) {
+  return read_sframe_from_elf(object.elf(), object.name());
+}
+
+namespace {
+
+FileSframe read_sframe_from_elf(const internal::ElfFile& elf, const std::string& path) {
   size_t shstrndx;
   if (elf_getshdrstrndx(elf.get(), &shstrndx) != 0) {
     throw Error(ENOEXEC, op::kReadElf, path, elf_errmsg(-1));
@@ -99,5 +113,7 @@ FileSframe read_sframe_from_file(const std::string& path) {
   }
   throw Error(ENODATA, op::kReadElf, path, "no .sframe section");
 }
+
+}  // namespace
 
 }  // namespace sframe

@@ -2,7 +2,9 @@
 // profiler does before and while it samples the process.
 //
 // Every executable file mapping of the process is looked at once (per file
-// and load address): a file without .sframe gets SFrame made from its
+// and load address), through the file the process maps (ObjectFile: its
+// map_files entry, or the path in its root, so a process in a container
+// gets the SFrame of its own files, not of the host's at the same path): a file without .sframe gets SFrame made from its
 // .eh_frame (through an SframeCache) and supplied to the module for that
 // process (SFRAME_IOC_SUPPLY); a file with its own .sframe is left to the
 // module's discovery, or, where discovery is off, its section is supplied
@@ -19,9 +21,20 @@
 #include <vector>
 
 #include "sframe_client/device.h"
+#include "sframe_gen/object_file.h"
 #include "sframe_gen/sframe_cache.h"
 
 namespace sframe {
+
+// One object supplied to the module for a process.
+struct CoveredObject {
+  std::string path;      // as the process names it
+  std::string build_id;  // hex, empty if none
+  std::string key;       // ObjectFile::content_key(): the same file, whichever process maps it
+  bool generated = false;                    // made from .eh_frame (else the file's .sframe)
+  CacheResult cache = CacheResult::kHit;     // for generated ones: made now, or cached
+  MappedVia via = MappedVia::kPath;          // how the file was opened
+};
 
 struct CoverageUpdate {
   std::vector<std::string> generated;                       // supplied, made from .eh_frame
@@ -29,6 +42,8 @@ struct CoverageUpdate {
   std::vector<std::string> discovered;                      // own .sframe, left to discovery
   std::vector<std::string> present;                         // already covered (EEXIST)
   std::vector<std::pair<std::string, std::string>> failed;  // object, why
+  std::vector<CoveredObject> covered;                       // generated + from_file, in detail
+  uint64_t deferred = 0;  // objects whose generation the cache's gate refused: tried again
   uint64_t supplied_bytes = 0;
 };
 
@@ -52,8 +67,10 @@ class ProcessCoverage {
   void prepare(const std::string& program);
 
  private:
-  // Covers the file path whose offset 0 is mapped at start.
-  void cover(const std::string& path, uint64_t start, CoverageUpdate* u);
+  // Covers the file path (inode ino) whose offset 0 is mapped at
+  // [start, end), opened once through the process (ObjectFile::open_mapped).
+  void cover(const std::string& path, uint64_t start, uint64_t end, uint64_t ino,
+             CoverageUpdate* u);
 
   const Device& dev_;
   pid_t pid_;

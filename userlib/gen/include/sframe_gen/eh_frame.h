@@ -112,6 +112,12 @@ struct GeneratedSframe {
 // through PT_GNU_EH_FRAME (.eh_frame_hdr's eh_frame_ptr).
 GeneratedSframe generate_sframe(const std::string& elf_path, const GenerateOptions& opts = {});
 
+// The same from a file already open (object.name() in errors): what a
+// profiler covering a process uses, so that the section is made from the
+// very file whose layout and build id it read.
+class ObjectFile;
+GeneratedSframe generate_sframe(const ObjectFile& object, const GenerateOptions& opts = {});
+
 // The same from .eh_frame bytes already in memory: data[0, size) as the
 // program sees them at eh_frame_vaddr, for the executable text [text_vaddr,
 // text_vaddr + text_len).  object names the source in errors.  build_id is

@@ -7,25 +7,23 @@
 // describes and which file, as it was then, it was made from.  The cache
 // keeps one such file per build id and makes it anew when the file it was
 // made from has changed (device, inode, size or modification time differ).
+// In memory it also keeps the sections it handed out lately (bounded in
+// bytes, least recently used out first), so that the processes mapping one
+// file (50 processes using libc) cost one generation or one read.
 #ifndef SFRAME_GEN_SFRAME_CACHE_H
 #define SFRAME_GEN_SFRAME_CACHE_H
 
 #include <cstdint>
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
 #include <string>
 
 #include "sframe_gen/eh_frame.h"
+#include "sframe_gen/object_file.h"
 
 namespace sframe {
-
-// A file as it is now: what says that it changed.
-struct SourceIdentity {
-  uint64_t dev = 0, ino = 0, size = 0;
-  int64_t mtime_ns = 0;
-  bool operator==(const SourceIdentity& o) const {
-    return dev == o.dev && ino == o.ino && size == o.size && mtime_ns == o.mtime_ns;
-  }
-  bool operator!=(const SourceIdentity& o) const { return !(*this == o); }
-};
 
 // stat() of path.  Throws sframe::Error(op::kReadElf, path).
 SourceIdentity identify_file(const std::string& path);
@@ -56,23 +54,62 @@ enum class CacheResult {
 
 const char* to_string(CacheResult r);
 
+// What an SframeCache did since it was made.
+struct CacheStats {
+  uint64_t memory_hits = 0;   // sections handed out again from memory
+  uint64_t disk_hits = 0;     // read from the cache directory
+  uint64_t generated = 0;     // made from .eh_frame (kGenerated, kRegenerated, kUncached)
+  uint64_t refused = 0;       // generations the gate refused (EAGAIN)
+  uint64_t evicted = 0;       // sections dropped from memory for the byte bound
+  uint64_t memory_bytes = 0;  // section bytes held in memory now
+};
+
 class SframeCache {
  public:
-  explicit SframeCache(std::string dir = default_cache_dir());
+  // Sections kept in memory by default: 64 MiB (libc's is 150 KiB).
+  static constexpr uint64_t kDefaultMemoryLimit = uint64_t{64} << 20;
+
+  explicit SframeCache(std::string dir = default_cache_dir(),
+                       uint64_t memory_limit = kDefaultMemoryLimit);
 
   // The SFrame of the ELF file path, from the cache when its entry was made
   // from the file as it is now, else generated (and stored, if the cache
   // directory can be written).  Throws what generate_sframe() throws.
   GeneratedSframe get(const std::string& path, CacheResult* result = nullptr);
 
+  // The same for a file already open: the section is read from memory or
+  // the cache directory (keyed by the object's build id, checked against
+  // its identity) or made from the very file open, never from a path.
+  // Throws what generate_sframe() throws, and sframe::Error(EAGAIN,
+  // op::kGenerate) when a generation is due and the gate refuses it.
+  std::shared_ptr<const GeneratedSframe> get(const ObjectFile& object,
+                                             CacheResult* result = nullptr);
+
   // The cache file for path (keyed by its build id, or by its path when it
   // has none).  Throws sframe::Error(op::kReadElf, path).
   std::string entry_for(const std::string& path) const;
+  // ... for an object (its build id, else its identity).
+  std::string entry_for(const ObjectFile& object) const;
 
+  // Asked before every generation; false refuses it (a profiler's bound on
+  // the work it spends).  Empty: always allowed.
+  void set_generation_gate(std::function<bool()> gate) { gate_ = std::move(gate); }
+
+  const CacheStats& stats() const { return stats_; }
   const std::string& dir() const { return dir_; }
 
  private:
+  void remember(const std::string& key, std::shared_ptr<const GeneratedSframe> g);
+
   std::string dir_;
+  uint64_t memory_limit_;
+  std::function<bool()> gate_;
+  CacheStats stats_;
+  // content_key() -> section, and the keys, most recently used first.
+  std::list<std::string> lru_;
+  std::map<std::string,
+           std::pair<std::shared_ptr<const GeneratedSframe>, std::list<std::string>::iterator>>
+      memory_;
 };
 
 }  // namespace sframe

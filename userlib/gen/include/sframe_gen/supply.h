@@ -26,6 +26,9 @@ struct FileSframe {
 // Throws sframe::Error(op::kReadElf, path): the errno of open(), ENOEXEC for
 // a file that is not ELF, ENODATA when it has no .sframe section.
 FileSframe read_sframe_from_file(const std::string& path);
+// The same from a file already open (object.name() in errors).
+class ObjectFile;
+FileSframe read_sframe_from_file(const ObjectFile& object);
 
 // Where the ELF file `path` is mapped in process pid: its load bias (what
 // its virtual addresses are shifted by), from /proc/PID/maps, which needs
