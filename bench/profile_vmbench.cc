@@ -309,8 +309,8 @@ void DataFiles(bool perf) {
   const std::vector<Workload> workloads = {
       {"demo_workload 1500", {SFRAME_BENCH_DEMO, "1500"}},
       {"xz -6 (4 MiB)", {"sh", "-c", "exec xz -T1 -6 -c " + input + " > /dev/null"}},
-      {"python3 (loop, 2e6)",
-       {python, "-c", "import json\nx=0\nfor i in range(2000000): x += len(json.dumps(i))"}},
+      {"python3 (loop, 3e5)",
+       {python, "-c", "import json\nx=0\nfor i in range(300000): x += len(json.dumps(i))"}},
   };
   std::printf("\nprofile_vmbench: data file bytes per sample, -e cpu-clock -F 1000, one run each\n");
   std::printf("  %-22s %-14s %9s %10s %12s  %s\n", "workload", "profiler", "samples", "bytes",

@@ -375,6 +375,63 @@ TEST(ProfileFile, CorruptedBytesAreReadOrRefused) {
   }
 }
 
+// The format as documented, read by another program: sframe_prof_data.py
+// (written from docs/sframe-prof-format.md, not from this library) prints
+// the file in the shape of version 1's lines; every record comes out as
+// written.
+TEST(ProfileFile, AnIndependentReaderOfTheDocumentReadsIt) {
+  if (system("python3 --version >/dev/null 2>&1") != 0) GTEST_SKIP() << "no python3";
+  const std::string dir = TempDir("py");
+  const std::string path = dir + "/data";
+  std::string want = "sframe-prof 1\n";
+  {
+    sframe::ProfileWriter w(path);
+    w.meta("hz", "99");
+    want += "meta hz 99\n";
+    w.mapping({7, 0x1000, 0x3000, 0x2000, "/bin/x", "00ff"});
+    want += "mmap 7 1000 3000 2000 /bin/x build_id=00ff\n";
+    w.comm(7, "x y");
+    want += "comm 7 x y\n";
+    const std::vector<sframe::Sample> samples = {
+        MakeSample(7, {0x1010, 0x1020}, {0xffffffff81000010}),
+        MakeSample(7, {0x1018, 0x1020}, {}),
+        MakeSample(7, {0x1018, 0x1020}, {0xffffffff81000020, 0xffffffff81000010}),
+        MakeSample(7, {}, {0xffffffff81000010}),
+        MakeSample(9, {0x1018, 0x1020}, {}),
+    };
+    uint64_t time = 5000;
+    for (sframe::Sample s : samples) {
+      s.time = time -= 7;
+      w.sample(s);
+      char head[128];
+      std::snprintf(head, sizeof(head), "sample %llu %u %u %u %x %u k=", (unsigned long long)s.time,
+                    s.pid, s.tid, s.cpu, s.flags, unsigned(s.user_stop));
+      want += head;
+      for (size_t i = 0; i < s.kernel.size(); i++) {
+        std::snprintf(head, sizeof(head), i ? ",%llx" : "%llx", (unsigned long long)s.kernel[i]);
+        want += head;
+      }
+      want += " u=";
+      for (size_t i = 0; i < s.user.size(); i++) {
+        std::snprintf(head, sizeof(head), i ? ",%llx" : "%llx", (unsigned long long)s.user[i]);
+        want += head;
+      }
+      want += "\n";
+    }
+    w.lost(4);
+    want += "lost 4\n";
+    w.close();
+  }
+  FILE* p = popen(("python3 " SFRAME_PROF_DATA_PY " " + path + " 2>&1").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof(buf), p)) > 0;) out.append(buf, n);
+  EXPECT_EQ(pclose(p), 0) << out;
+  EXPECT_EQ(out, want);
+  RemoveDir(dir);
+}
+
 // Version 1 (text) files of earlier sframe-prof are still read.
 TEST(ProfileFile, ReadsVersion1) {
   std::istringstream in(
