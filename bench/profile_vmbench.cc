@@ -17,6 +17,11 @@
 // is run kRuns times; the median of the workload's own elapsed time is
 // shown with the slowdown against the baseline, and bytes per sample (the
 // session's read() bytes per record, or perf.data's size per sample).
+//
+// Then (alone with the argument `data`) the data files: bytes per sample of
+// `sframe-prof record`, `perf record --call-graph fp` and `--call-graph
+// dwarf` (-e cpu-clock, 1 kHz) on the demo (examples/demo_workload) and on
+// real programs (xz compressing a file, python3), one run each.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -36,6 +41,7 @@
 #include <vector>
 
 #include "sframe_client/sframe_client.hpp"
+#include "sframe_profile/profile.h"
 
 extern char** environ;
 
@@ -232,6 +238,105 @@ Result Median(std::vector<Result> v) {
   return ok[ok.size() / 2];
 }
 
+// A data file's size over its samples, for one profiler on one command.
+struct FileResult {
+  bool ok = false;
+  std::string error;
+  uint64_t bytes = 0, samples = 0, frames = 0;
+};
+
+FileResult RecordData(const std::string& profiler, const std::vector<std::string>& command) {
+  FileResult r;
+  const std::string data = "/tmp/profile_vmbench." + profiler + ".data";
+  unlink(data.c_str());
+  std::vector<std::string> args;
+  if (profiler == "sframe-prof") {
+    args = {SFRAME_BENCH_PROF, "record", "-F", "1000", "-o", data, "--"};
+  } else {
+    args = {"perf", "record", "-q", "-e", "cpu-clock", "-F", "1000", "--call-graph",
+            profiler == "perf-fp" ? "fp" : "dwarf", "-o", data, "--"};
+  }
+  args.insert(args.end(), command.begin(), command.end());
+  Child c = Spawn(args);
+  const int rc = Finish(&c);
+  struct stat sb {};
+  if (rc != 0 || stat(data.c_str(), &sb) != 0) {
+    r.error = profiler + " failed (exit " + std::to_string(rc) + "): " + c.errors.substr(0, 400);
+    return r;
+  }
+  r.bytes = static_cast<uint64_t>(sb.st_size);
+  if (profiler == "sframe-prof") {
+    struct Count : sframe::ProfileHandler {
+      uint64_t samples = 0, frames = 0;
+      void on_sample(const sframe::Sample& s) override {
+        samples++;
+        frames += s.user.size() + s.kernel.size();
+      }
+    } count;
+    sframe::read_profile(data, &count);
+    r.samples = count.samples;
+    r.frames = count.frames;
+  } else {
+    Child st = Spawn({"perf", "report", "-i", data, "--stats"});
+    Finish(&st);
+    size_t at = st.output.find("SAMPLE events:");
+    if (at != std::string::npos) {
+      r.samples =
+          std::strtoull(st.output.c_str() + at + std::strlen("SAMPLE events:"), nullptr, 10);
+    }
+  }
+  unlink(data.c_str());
+  unlink((data + ".old").c_str());
+  r.ok = r.samples > 0;
+  if (!r.ok) r.error = profiler + ": no samples";
+  return r;
+}
+
+void DataFiles(bool perf) {
+  // Input for xz: 4 MiB of this machine's libraries (compressible, real).
+  const std::string input = "/tmp/profile_vmbench.xz-input";
+  {
+    Child c = Spawn({"sh", "-c",
+                     "cat /lib/x86_64-linux-gnu/libc.so.6 /usr/bin/perl* 2>/dev/null | head -c "
+                     "4194304 > " + input});
+    Finish(&c);
+  }
+  const std::string python = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+  struct Workload {
+    const char* name;
+    std::vector<std::string> command;
+  };
+  const std::vector<Workload> workloads = {
+      {"demo_workload 1500", {SFRAME_BENCH_DEMO, "1500"}},
+      {"xz -6 (4 MiB)", {"sh", "-c", "exec xz -T1 -6 -c " + input + " > /dev/null"}},
+      {"python3 (loop, 3e5)",
+       {python, "-c", "import json\nx=0\nfor i in range(300000): x += len(json.dumps(i))"}},
+  };
+  std::printf("\nprofile_vmbench: data file bytes per sample, -e cpu-clock -F 1000, one run each\n");
+  std::printf("  %-22s %-14s %9s %10s %12s  %s\n", "workload", "profiler", "samples", "bytes",
+              "bytes/sample", "frames/sample");
+  for (const Workload& w : workloads) {
+    std::vector<std::string> profilers = {"sframe-prof"};
+    if (perf) profilers.insert(profilers.end(), {"perf-fp", "perf-dwarf"});
+    for (const std::string& p : profilers) {
+      const FileResult r = RecordData(p, w.command);
+      if (!r.ok) {
+        std::printf("  %-22s %-14s failed: %s\n", w.name, p.c_str(), r.error.c_str());
+        continue;
+      }
+      std::printf("  %-22s %-14s %9" PRIu64 " %10" PRIu64 " %12.1f", w.name, p.c_str(), r.samples,
+                  r.bytes, double(r.bytes) / double(r.samples));
+      if (r.frames) std::printf("  %.1f", double(r.frames) / double(r.samples));
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+  }
+  unlink(input.c_str());
+  std::printf("  bytes/sample: the data file's size over its samples (sframe-prof: format 2, "
+              "docs/sframe-prof-format.md; perf: perf.data, samples from perf report --stats)\n"
+              "  frames/sample: user + kernel frames of sframe-prof's samples\n");
+}
+
 bool HavePerf() {
   Child c = Spawn({"sh", "-c", "command -v perf >/dev/null && perf --version"});
   return Finish(&c) == 0;
@@ -256,8 +361,12 @@ void Print(const char* name, uint64_t hz, const Result& r, double base) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   try {
+    if (argc > 1 && std::strcmp(argv[1], "data") == 0) {
+      DataFiles(HavePerf());
+      return 0;
+    }
     const std::string workload = SFRAME_BENCH_WORKLOAD;
     // Calibrate the rounds to about kTargetSeconds without profiling.
     uint64_t rounds = 20000000;
@@ -304,6 +413,7 @@ int main() {
                 "sample; cpu-clock event only = perf ring bytes (TID, TIME) per sample\n"
                 "  slowdown: against the same build without profiling (the fp build's row "
                 "'none (fp build)' shows what frame pointers cost by themselves)\n");
+    DataFiles(perf);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "profile_vmbench: %s\n", e.what());
     return 1;

@@ -23,9 +23,12 @@ if(TARGET session_workload)
   target_link_libraries(profile_vmbench PRIVATE sframe-gen sframe-profile sframe-client-static)
   target_compile_definitions(profile_vmbench PRIVATE
     SFRAME_BENCH_WORKLOAD="$<TARGET_FILE:session_workload>"
-    SFRAME_BENCH_WORKLOAD_FP="$<TARGET_FILE:session_workload_fpbuild>")
+    SFRAME_BENCH_WORKLOAD_FP="$<TARGET_FILE:session_workload_fpbuild>"
+    SFRAME_BENCH_PROF="$<TARGET_FILE:sframe-prof>"
+    SFRAME_BENCH_DEMO="$<TARGET_FILE:demo_workload>")
   set_target_properties(profile_vmbench PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
-  add_dependencies(profile_vmbench session_workload session_workload_fpbuild)
+  add_dependencies(profile_vmbench session_workload session_workload_fpbuild sframe-prof
+    demo_workload)
 endif()
 
 # discovery_vmbench: first-unwind latency and steady state of a process

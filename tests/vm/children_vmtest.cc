@@ -194,7 +194,14 @@ TEST(ChildrenTest, FollowsEveryProgramOfAScript) {
   }
   // The multithreaded one's workers were followed too.
   EXPECT_NE(folded.output.find(";ct_worker;ct_spin"), std::string::npos);
-  EXPECT_NE(ReadFile("children.data").find("meta inherit yes\n"), std::string::npos);
+  struct Meta : sframe::ProfileHandler {
+    std::string inherit;
+    void on_meta(const std::string& k, const std::string& v) override {
+      if (k == "inherit") inherit = v;
+    }
+  } meta;
+  sframe::read_profile("children.data", &meta);
+  EXPECT_EQ(meta.inherit, "yes");
 }
 
 TEST(ChildrenTest, NoInheritRecordsTheShellOnly) {

@@ -1,6 +1,9 @@
 // sframe-prof end to end in the VM: record a workload (a command it starts,
 // a running pid, an interrupted recording) and report folded stacks and the
-// top functions from the file; the errors a user gets.
+// top functions from the file; the errors a user gets; the data file's care
+// (mode 0600, the previous file kept as .old, untouched by a failed
+// record) and its build ids (a library replaced after the recording is not
+// symbolized with the new file).
 //
 // The workload is qsort_workload (no frame pointers, no .sframe): its hot
 // function qw_compare is called from libc's qsort, so a complete stack,
@@ -9,6 +12,7 @@
 // perf is allowed to root only in the VM (perf_event_paranoid 3): the user
 // run checks the permission error instead.
 #include <fcntl.h>
+#include <dirent.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -23,10 +27,15 @@
 #include <thread>
 
 #include "sessions.h"
+#include "sframe_gen/build_id.h"
+#include "sframe_profile/profile.h"
 #include "vmtest.h"
 
 #ifndef SFRAME_PROF_TOOL_REL
 #error "SFRAME_PROF_TOOL_REL (sframe-prof, relative to this program's directory) must be defined"
+#endif
+#ifndef SFRAME_DEMO_REL
+#error "SFRAME_DEMO_REL (examples/demo_workload, relative to this program's directory) must be defined"
 #endif
 
 namespace {
@@ -99,26 +108,53 @@ uint64_t LastSupplyNs(const std::string& output) {
   return last;
 }
 
-// The data file without the samples taken before t_ns; *dropped counts them.
-std::string SamplesFrom(const std::string& data, uint64_t t_ns, uint64_t* dropped) {
-  std::istringstream in(data);
-  std::string out, line;
-  while (std::getline(in, line)) {
-    unsigned long long t = 0;
-    if (std::sscanf(line.c_str(), "sample %llu ", &t) == 1 && t < t_ns) {
-      ++*dropped;
-      continue;
-    }
-    out += line + "\n";
-  }
-  return out;
-}
-
 std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// Everything a data file holds, in order.
+struct Contents : sframe::ProfileHandler {
+  std::vector<std::pair<std::string, std::string>> meta;
+  std::vector<sframe::ProfileMapping> maps;
+  std::vector<std::pair<pid_t, std::string>> comms;
+  std::vector<sframe::Sample> samples;
+  uint64_t lost = 0;
+  void on_meta(const std::string& k, const std::string& v) override { meta.emplace_back(k, v); }
+  void on_mapping(const sframe::ProfileMapping& m) override { maps.push_back(m); }
+  void on_comm(pid_t p, const std::string& n) override { comms.emplace_back(p, n); }
+  void on_sample(const sframe::Sample& s) override { samples.push_back(s); }
+  void on_lost(uint64_t n) override { lost += n; }
+};
+
+// Copies data to out without the samples taken before t_ns (mappings and
+// names kept in their place); *dropped counts them.
+void SamplesFrom(const std::string& data, const std::string& out, uint64_t t_ns,
+                 uint64_t* dropped) {
+  struct Filter : sframe::ProfileHandler {
+    sframe::ProfileWriter* w;
+    uint64_t t_ns;
+    uint64_t* dropped;
+    void on_meta(const std::string& k, const std::string& v) override { w->meta(k, v); }
+    void on_mapping(const sframe::ProfileMapping& m) override { w->mapping(m); }
+    void on_comm(pid_t p, const std::string& n) override { w->comm(p, n); }
+    void on_sample(const sframe::Sample& s) override {
+      if (s.time < t_ns) {
+        ++*dropped;
+      } else {
+        w->sample(s);
+      }
+    }
+    void on_lost(uint64_t n) override { w->lost(n); }
+  } filter;
+  sframe::ProfileWriter w(out);
+  filter.w = &w;
+  filter.t_ns = t_ns;
+  filter.dropped = dropped;
+  sframe::read_profile(data, &filter);
+  w.close();
 }
 
 // Samples the command takes before the SFrame of its libraries is supplied
@@ -131,11 +167,28 @@ TEST(ProfTest, RecordsACommandAndReportsFoldedStacksAndTop) {
   ASSERT_EQ(rec.status, 0) << rec.output;
   EXPECT_NE(rec.output.find("sframe-prof: "), std::string::npos) << rec.output;
   EXPECT_NE(rec.output.find(" samples, "), std::string::npos) << rec.output;
-  const std::string data = ReadFile("prof.data");
-  EXPECT_EQ(data.rfind("sframe-prof 1\n", 0), 0u);
-  EXPECT_NE(data.find("\ncomm "), std::string::npos);
-  EXPECT_NE(data.find("qsort_workload\n"), std::string::npos);  // its mmap line
-  EXPECT_NE(data.find("libc.so.6\n"), std::string::npos);
+  // Format 2, mode 0600; a name, and the program's and libc's mappings
+  // with the build ids of those files.
+  EXPECT_EQ(ReadFile("prof.data").substr(0, 12), std::string("\x89SFPROF\n\x02\0\0\0", 12));
+  struct stat sb {};
+  ASSERT_EQ(stat("prof.data", &sb), 0);
+  EXPECT_EQ(sb.st_mode & 07777, 0600u);
+  Contents contents;
+  sframe::read_profile("prof.data", &contents);
+  EXPECT_FALSE(contents.comms.empty());
+  bool program = false, libc = false;
+  for (const sframe::ProfileMapping& m : contents.maps) {
+    const bool is_program = m.path == Workload();
+    const bool is_libc = m.path.find("/libc.so.6") != std::string::npos;
+    if (!is_program && !is_libc) continue;
+    program |= is_program;
+    libc |= is_libc;
+    EXPECT_EQ(m.build_id, sframe::read_build_id(m.path)) << m.path;
+    EXPECT_EQ(m.build_id.size(), 40u) << m.path;
+  }
+  EXPECT_TRUE(program) << Workload();
+  EXPECT_TRUE(libc);
+  const std::string data = "prof.data";
 
   const Result all = Prof("report --folded -i prof.data");
   ASSERT_EQ(all.status, 0) << all.output;
@@ -144,10 +197,7 @@ TEST(ProfTest, RecordsACommandAndReportsFoldedStacksAndTop) {
   const uint64_t covered = LastSupplyNs(rec.output);
   ASSERT_GT(covered, 0u) << "no supply reported\n" << rec.output;
   uint64_t before = 0;
-  {
-    std::ofstream after("prof.after.data");
-    after << SamplesFrom(data, covered, &before);
-  }
+  SamplesFrom(data, "prof.after.data", covered, &before);
   RecordProperty("samples_before_coverage", std::to_string(before));
   const Result folded = Prof("report --folded -i prof.after.data");
   ASSERT_EQ(folded.status, 0) << folded.output;
@@ -259,10 +309,7 @@ TEST(ProfTest, MachineWideCoversAProcessStartedDuringTheRecording) {
   const uint64_t covered = LastSupplyNs(supplies);
   ASSERT_NE(covered, 0u) << "the workload was never covered:\n" << out;
   uint64_t before = 0;
-  {
-    std::ofstream after("all-after.data");
-    after << SamplesFrom(ReadFile("all.data"), covered, &before);
-  }
+  SamplesFrom("all.data", "all-after.data", covered, &before);
   const Result after = Prof("report --folded -i all-after.data");
   ASSERT_EQ(after.status, 0) << after.output;
   const FoldedCheck a = CheckFolded(after.output);
@@ -272,6 +319,29 @@ TEST(ProfTest, MachineWideCoversAProcessStartedDuringTheRecording) {
   ASSERT_GE(a.leaf, 100u) << after.output.substr(0, 4000);
   EXPECT_GE(a.complete * 100, a.leaf * 95)
       << a.complete << " of " << a.leaf << " complete; e.g. " << a.first_bad;
+}
+
+// The size of the O_TMPFILE file pid writes ("/DIR/#INODE (deleted)" in
+// /proc/PID/fd), or 0.
+uint64_t TemporaryFileSize(pid_t pid) {
+  const std::string fds = "/proc/" + std::to_string(pid) + "/fd";
+  DIR* d = opendir(fds.c_str());
+  if (!d) return 0;
+  uint64_t size = 0;
+  while (dirent* e = readdir(d)) {
+    char target[4096];
+    const std::string fd = fds + "/" + e->d_name;
+    const ssize_t n = readlink(fd.c_str(), target, sizeof(target) - 1);
+    if (n <= 0) continue;
+    const std::string t(target, size_t(n));
+    struct stat st {};
+    if (t.find("/#") != std::string::npos && t.find(" (deleted)") != std::string::npos &&
+        stat(fd.c_str(), &st) == 0) {
+      size = std::max<uint64_t>(size, uint64_t(st.st_size));
+    }
+  }
+  closedir(d);
+  return size;
 }
 
 // SIGINT to the recorder (what Ctrl-C does, minus the terminal): the
@@ -290,13 +360,16 @@ TEST(ProfTest, SigintEndsTheRecordingCleanly) {
   pid_t pid = -1;
   ASSERT_EQ(posix_spawn(&pid, tool.c_str(), &fa, nullptr, argv.data(), environ), 0);
   posix_spawn_file_actions_destroy(&fa);
-  // Until samples are in the file (the writer flushes as its buffer fills).
-  struct stat st {};
-  for (uint64_t end = vmtest::NowMs() + 30000; vmtest::NowMs() < end;) {
-    if (stat(out.c_str(), &st) == 0 && st.st_size > 64 * 1024) break;
+  // Until samples are in the file (the writer flushes as its buffer fills):
+  // the recorder's unnamed temporary file, until it ends.
+  uint64_t written = 0;
+  for (uint64_t end = vmtest::NowMs() + 30000; vmtest::NowMs() < end && written <= 16 * 1024;) {
+    written = TemporaryFileSize(pid);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  EXPECT_GT(st.st_size, 64 * 1024) << ReadFile("int.log");
+  EXPECT_GT(written, 16u * 1024) << ReadFile("int.log");
+  struct stat st {};
+  EXPECT_NE(stat(out.c_str(), &st), 0) << "the data file is there before the recording ends";
   ASSERT_EQ(kill(pid, SIGINT), 0);
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
@@ -304,18 +377,15 @@ TEST(ProfTest, SigintEndsTheRecordingCleanly) {
   EXPECT_EQ(WEXITSTATUS(status), 128 + SIGINT) << ReadFile("int.log");
   const std::string log = ReadFile("int.log");
   EXPECT_NE(log.find(" samples, "), std::string::npos) << log;
-  const std::string data = ReadFile(out);
-  ASSERT_FALSE(data.empty());
-  EXPECT_EQ(data.back(), '\n');
+  Contents contents;
+  sframe::read_profile(out, &contents);  // complete: it has its end record
+  EXPECT_FALSE(contents.samples.empty());
   ASSERT_EQ(Prof("report --folded -i " + out).status, 0) << "the file as the recorder left it";
   // The stacks, judged after the coverage as above.
   const uint64_t covered = LastSupplyNs(log);
   ASSERT_GT(covered, 0u) << log;
   uint64_t before = 0;
-  {
-    std::ofstream after("int.after.data");
-    after << SamplesFrom(data, covered, &before);
-  }
+  SamplesFrom(out, "int.after.data", covered, &before);
   const Result folded = Prof("report --folded -i int.after.data");
   ASSERT_EQ(folded.status, 0) << folded.output;
   const FoldedCheck c = CheckFolded(folded.output);
@@ -366,10 +436,133 @@ TEST(ProfTest, GarbledAndMissingDataFiles) {
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("bad.data:3"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("(EBADMSG)"), std::string::npos) << r.output;
+  // A file of this version cut short: the offset where it ends.
+  {
+    sframe::ProfileWriter w("whole.data");
+    w.comm(1, "x");
+    w.close();
+  }
+  const std::string whole = ReadFile("whole.data");
+  std::ofstream("cut.data", std::ios::binary) << whole.substr(0, whole.size() - 1);
+  r = Prof("report -i cut.data");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("cut.data at offset " + std::to_string(whole.size() - 1) +
+                          ": truncated"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("(EBADMSG)"), std::string::npos) << r.output;
   r = Prof("report -i missing.data");
   EXPECT_EQ(r.status, 1) << r.output;
   EXPECT_NE(r.output.find("missing.data"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("(ENOENT)"), std::string::npos) << r.output;
+}
+
+std::vector<std::string> DirEntries(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = opendir(dir.c_str());
+  if (!d) return out;
+  while (dirent* e = readdir(d)) {
+    const std::string n = e->d_name;
+    if (n != "." && n != "..") out.push_back(n);
+  }
+  closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// A directory of its own under the working directory, emptied.
+std::string FreshDir(const std::string& name) {
+  for (const std::string& e : DirEntries(name)) unlink((name + "/" + e).c_str());
+  mkdir(name.c_str(), 0755);
+  return name;
+}
+
+// perf's habits: the data file is 0600 whatever the umask, the previous one
+// is kept as FILE.old; a record that fails, early (no device, no such pid)
+// or once the file is begun (a device without sessions), leaves the
+// previous file as it was and nothing else behind.
+TEST(ProfTest, ThePreviousFileIsKeptAndAFailedRecordLeavesIt) {
+  const std::string dir = FreshDir("keep");
+  const std::string data = dir + "/f.data";
+  std::ofstream(data) << "previous";
+  Result r = Prof("record --device /dev/sframe_unwind_missing -o " + data + " -- /bin/true");
+  EXPECT_EQ(r.status, 1) << r.output;
+  r = Prof("record -o " + data + " -p 4000000");
+  EXPECT_EQ(r.status, 1) << r.output;
+  if (CanProfile()) {
+    r = Prof("record --device /dev/null -o " + data + " -- /bin/true");
+    EXPECT_EQ(r.status, 1) << r.output;
+    EXPECT_NE(r.output.find("(ENOTTY)"), std::string::npos) << r.output;
+  }
+  EXPECT_EQ(ReadFile(data), "previous");
+  EXPECT_EQ(DirEntries(dir), std::vector<std::string>{"f.data"});
+  if (!CanProfile()) return;  // the rest records
+
+  r = Prof("record -F 1000 -o " + data + " -- " + Workload() + " 1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(DirEntries(dir), (std::vector<std::string>{"f.data", "f.data.old"}));
+  EXPECT_EQ(ReadFile(data + ".old"), "previous");
+  struct stat sb {};
+  ASSERT_EQ(stat(data.c_str(), &sb), 0);
+  EXPECT_EQ(sb.st_mode & 07777, 0600u);
+  const std::string first = ReadFile(data);
+  r = Prof("record -F 1000 -o " + data + " -- /bin/true");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(ReadFile(data + ".old"), first);
+  EXPECT_EQ(DirEntries(dir), (std::vector<std::string>{"f.data", "f.data.old"}));
+  EXPECT_EQ(Prof("report --folded -i " + data).status, 0);
+}
+
+// The demo (its library libdemo.so beside it, found through $ORIGIN) copied
+// to a directory of the test's, recorded, then its library replaced by
+// another build: report warns once, and names the library's frames
+// [libdemo.so] instead of with the new file's symbols.
+TEST(ProfTest, ALibraryReplacedAfterTheRecordingIsNotSymbolized) {
+  if (!CanProfile()) GTEST_SKIP() << "perf not allowed to this user (PermissionError covers it)";
+  const std::string demo = vmtest::BuildTreeFile(SFRAME_DEMO_REL);
+  const std::string lib = demo.substr(0, demo.rfind('/') + 1) + "libdemo.so";
+  char cwd[4096];
+  ASSERT_NE(getcwd(cwd, sizeof(cwd)), nullptr);
+  const std::string dir = std::string(cwd) + "/" + FreshDir("bid");
+  ASSERT_EQ(system(("cp " + demo + " " + lib + " " + dir + "/").c_str()), 0);
+  const Result rec = Prof("record -F 1000 -o " + dir + "/bid.data -- " + dir +
+                          "/demo_workload 300");
+  ASSERT_EQ(rec.status, 0) << rec.output;
+  Contents contents;
+  sframe::read_profile(dir + "/bid.data", &contents);
+  std::string recorded;
+  for (const sframe::ProfileMapping& m : contents.maps) {
+    if (m.path == dir + "/libdemo.so") recorded = m.build_id;
+  }
+  ASSERT_EQ(recorded, sframe::read_build_id(dir + "/libdemo.so"));
+  // The same file: symbolized, no warning.
+  Result same = Prof("report --folded -i " + dir + "/bid.data");
+  ASSERT_EQ(same.status, 0) << same.output;
+  EXPECT_EQ(same.output.find("warning"), std::string::npos) << same.output.substr(0, 2000);
+  EXPECT_NE(same.output.find(";demo_sort"), std::string::npos) << same.output.substr(0, 4000);
+
+  // Another library at that path (a new file, as an upgrade installs it).
+  const std::string other = "/lib/x86_64-linux-gnu/libm.so.6";
+  const std::string other_id = sframe::read_build_id(other);
+  ASSERT_NE(other_id, recorded);
+  ASSERT_EQ(system(("cp " + other + " " + dir + "/libdemo.so.new && mv " + dir +
+                    "/libdemo.so.new " + dir + "/libdemo.so").c_str()),
+            0);
+  const Result swapped = Prof("report --folded -i " + dir + "/bid.data");
+  ASSERT_EQ(swapped.status, 0) << swapped.output;
+  const std::string warning = "sframe-prof: warning: " + dir + "/libdemo.so has build id " +
+                              other_id + ", the recording saw " + recorded +
+                              ": its frames are not symbolized (shown as [libdemo.so])\n";
+  const size_t at = swapped.output.find(warning);
+  EXPECT_NE(at, std::string::npos) << swapped.output.substr(0, 4000);
+  EXPECT_EQ(swapped.output.find("warning", at + warning.size()), std::string::npos)
+      << "warned more than once\n" << swapped.output.substr(0, 4000);
+  EXPECT_EQ(swapped.output.find("demo_sort"), std::string::npos) << swapped.output.substr(0, 4000);
+  EXPECT_EQ(swapped.output.find("demo_mix"), std::string::npos);
+  EXPECT_NE(swapped.output.find(";[libdemo.so]"), std::string::npos)
+      << swapped.output.substr(0, 4000);
+  // The program itself is unchanged: still symbolized.
+  EXPECT_NE(swapped.output.find(";main;"), std::string::npos) << swapped.output.substr(0, 4000);
 }
 
 }  // namespace

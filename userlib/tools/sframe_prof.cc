@@ -31,6 +31,7 @@
 #include "launch.h"
 #include "machine_coverage.h"
 #include "sframe_client/sframe_client.hpp"
+#include "sframe_profile/build_ids.h"
 #include "sframe_profile/flamegraph.h"
 #include "sframe_profile/profile.h"
 #include "sframe_profile/symbolizer.h"
@@ -130,7 +131,8 @@ std::string advice(const sframe::Error& e, const std::string& device) {
 // mappings when it is first seen, again when one of its addresses is
 // outside them (at most every 200 ms per process), and periodically for the
 // target.  Only what changed is written; a mapping replaces the ones it
-// overlaps (see the format).
+// overlaps (see the format).  Each mapping record carries the object's
+// build id, read once per object (MappedObjectIds).
 class MappingTracker {
  public:
   explicit MappingTracker(sframe::ProfileWriter* w) : w_(w) {}
@@ -168,8 +170,9 @@ class MappingTracker {
         p.exited = false;
         p.next_read = tools::now_ms() + 200;
         if (!p.comm.empty()) w_->comm(pid, p.comm);
-        for (const auto& m : p.maps) {
-          w_->mapping({pid, std::get<0>(m), std::get<1>(m), std::get<2>(m), std::get<3>(m), {}});
+        for (const auto& [m, build_id] : p.maps) {
+          w_->mapping({pid, std::get<0>(m), std::get<1>(m), std::get<2>(m), std::get<3>(m),
+                       build_id});
         }
         return;
       }
@@ -223,29 +226,34 @@ class MappingTracker {
     if (p->maps.count(key) || end <= start || path.empty()) return;
     // Drop what it replaces.
     for (auto o = p->maps.begin(); o != p->maps.end();) {
-      if (std::get<0>(*o) < end && start < std::get<1>(*o)) {
+      if (std::get<0>(o->first) < end && start < std::get<1>(o->first)) {
         o = p->maps.erase(o);
       } else {
         ++o;
       }
     }
-    p->maps.insert(key);
-    w_->mapping({pid, start, end, offset, path, {}});
+    // A side-band record may come after the mapping is gone: then the
+    // build id is read by path.
+    const std::string build_id = ids_.of_mapping(pid, start, end, path);
+    p->maps.emplace(key, build_id);
+    w_->mapping({pid, start, end, offset, path, build_id});
   }
 
   struct Proc {
     bool exited = false;  // its exit record was seen
     std::string comm;
-    std::set<std::tuple<uint64_t, uint64_t, uint64_t, std::string>> maps;
+    // (start, end, offset, path): build id
+    std::map<std::tuple<uint64_t, uint64_t, uint64_t, std::string>, std::string> maps;
     uint64_t next_read = 0;
     bool covers(uint64_t ip) const {
       for (const auto& m : maps) {
-        if (ip >= std::get<0>(m) && ip < std::get<1>(m)) return true;
+        if (ip >= std::get<0>(m.first) && ip < std::get<1>(m.first)) return true;
       }
       return false;
     }
   };
   sframe::ProfileWriter* w_;
+  sframe::MappedObjectIds ids_;
   std::map<pid_t, Proc> procs_;
 };
 
