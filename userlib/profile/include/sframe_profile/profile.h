@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "sframe_profile/flamegraph.h"
@@ -98,6 +99,10 @@ void read_profile(std::istream& in, const std::string& name, ProfileHandler* han
 // without parameters), "[object]" (the file's name) where the file has no
 // symbol for it, "[unknown]" outside every known mapping.  Kernel frames:
 // "name_[k]" through kernel (when given and usable), else one "[kernel]".
+//
+// Samples are counted by their addresses first; a distinct stack of
+// addresses is symbolized once, before its process's next mmap or comm
+// record changes what the addresses mean, or at folded().
 class StackFolder : public ProfileHandler {
  public:
   // user: gets the file's mappings (add_mapping); kernel may be null.
@@ -108,17 +113,29 @@ class StackFolder : public ProfileHandler {
   void on_sample(const Sample& s) override;
   void on_lost(uint64_t count) override { lost_ += count; }
 
-  std::vector<std::string> frames(const Sample& s);
+  std::vector<std::string> frames(const Sample& s) { return fold(s.pid, s.kernel, s.user); }
   // Unique stacks sorted by frames.
   FoldedStacks folded() const;
   uint64_t samples() const { return samples_; }
   uint64_t lost() const { return lost_; }
 
  private:
+  // A sample's addresses: user frames, then kernel frames, then the number
+  // of user frames.
+  using Addresses = std::vector<uint64_t>;
+  struct AddressesHash {
+    size_t operator()(const Addresses& a) const;
+  };
+  std::vector<std::string> fold(uint32_t pid, const std::vector<uint64_t>& kernel,
+                                const std::vector<uint64_t>& user) const;
+  // Symbolizes pid's pending stacks into stacks_.
+  void flush(pid_t pid) const;
+
   Symbolizer* user_;
   const KernelSymbolizer* kernel_;
   std::map<pid_t, std::string> comm_;
-  std::map<std::vector<std::string>, uint64_t> stacks_;
+  mutable std::map<pid_t, std::unordered_map<Addresses, uint64_t, AddressesHash>> pending_;
+  mutable std::map<std::vector<std::string>, uint64_t> stacks_;
   uint64_t samples_ = 0, lost_ = 0;
 };
 
