@@ -573,16 +573,17 @@ int cmd_report(int argc, char** argv) {
   } else if (mode == kSvg) {
     sframe::FlamegraphOptions fo;
     fo.title = "sframe-prof " + input;
-    const std::string doc = sframe::render_flamegraph_svg(folded, fo);
-    FILE* f = std::fopen(svg.c_str(), "we");
-    if (!f) throw sframe::Error(errno, sframe::op::kOpen, svg);
-    const bool ok = std::fwrite(doc.data(), 1, doc.size(), f) == doc.size();
-    if (std::fclose(f) != 0 || !ok) throw sframe::Error(errno ? errno : EIO, "write", svg);
+    sframe::write_file(svg, sframe::render_flamegraph_svg(folded, fo));
     std::fprintf(stderr, "%s: wrote %s (%" PRIu64 " samples)\n", kTool, svg.c_str(),
                  folder.samples());
   } else {
-    if (!output.empty() && output != "-" && !std::freopen(output.c_str(), "we", stdout)) {
-      throw sframe::Error(errno, sframe::op::kOpen, output);
+    if (!output.empty() && output != "-") {
+      const int fd = ::open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      if (fd < 0) throw sframe::Error(errno, sframe::op::kOpen, output);
+      std::fflush(stdout);
+      const bool ok = dup2(fd, STDOUT_FILENO) >= 0;
+      ::close(fd);
+      if (!ok) throw sframe::Error(errno, "dup2", output);
     }
     const uint64_t total = sframe::total_samples(folded);
     std::printf("# %s: %" PRIu64 " samples, %" PRIu64 " lost\n", input.c_str(), total,
