@@ -26,6 +26,7 @@ cat sframe-prof.err >&2
 "$PROF" report -i sframe-prof.data --folded > sframe-prof.folded
 "$PROF" report -i sframe-prof.data --svg flamegraph.svg
 "$PROF" report -i sframe-prof.data --top 15 > top.txt
+"$PROF" report -i sframe-prof.data --format pprof -o sframe-prof.pb.gz
 
 if command -v perf > /dev/null; then
 	for mode in fp dwarf; do

@@ -5,7 +5,8 @@
 # a shared library, a system call path; no frame pointers, no .sframe) with
 # sframe-prof, and side by side with perf record --call-graph fp and
 # --call-graph dwarf.  Leaves in demo-out/: flamegraph.svg, the folded
-# stacks, the top functions and comparison.md (share of samples whose stack
+# stacks, the top functions, the profile as pprof (sframe-prof.pb.gz, for
+# pprof, Pyroscope, Parca) and comparison.md (share of samples whose stack
 # reaches the root of the work, bytes per sample, slowdown).
 set -euo pipefail
 
@@ -22,7 +23,7 @@ rm -rf "$ROOT/vm-out/demo"
 tests/vm/run-vm.sh --run "bash $ROOT/scripts/demo-guest.sh $BUILD" "$BUILD" "$ROOT/vm-out/demo"
 rm -rf "$OUT"
 mkdir -p "$OUT"
-for f in flamegraph.svg sframe-prof.folded top.txt comparison.md; do
+for f in flamegraph.svg sframe-prof.folded top.txt sframe-prof.pb.gz comparison.md; do
 	cp "$ROOT/vm-out/demo/results/demo/$f" "$OUT/"
 done
 echo

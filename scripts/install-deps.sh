@@ -15,12 +15,14 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-# speedscope's importer reads sframe-prof's folded output in userlib_test
-# (userlib/tests/speedscope_folded.js).
+# speedscope's importers read sframe-prof's folded and perf-script output in
+# userlib_test (userlib/tests/speedscope_folded.js, speedscope_perf.js);
+# pprof-format, an independent reader of profile.proto, decodes its pprof
+# output (userlib/tests/pprof_read.js).
 NPM_PREFIX=$ROOT/.cache/npm
-NPM_PKGS=(speedscope@1.25.0)
+NPM_PKGS=(speedscope@1.25.0 pprof-format@2.3.2)
 npm_tools() {
-	local pkg name version have
+	local pkg name version have missing_npm=()
 	if ! command -v npm >/dev/null; then
 		echo "install-deps: npm not found: tests using ${NPM_PKGS[*]} will be skipped"
 		return 0
@@ -32,14 +34,18 @@ npm_tools() {
 			"$NPM_PREFIX/node_modules/$name/package.json" 2>/dev/null || true)
 		if [[ $have == "$version" ]]; then
 			echo "install-deps: npm $pkg present"
-			continue
-		fi
-		if npm install --prefix "$NPM_PREFIX" --no-audit --no-fund --no-save "$pkg"; then
-			echo "install-deps: npm $pkg installed in $NPM_PREFIX"
 		else
-			echo "install-deps: npm install $pkg failed: tests using it will be skipped" >&2
+			missing_npm+=("$pkg")
 		fi
 	done
+	[[ ${#missing_npm[@]} -eq 0 ]] && return 0
+	# All of them in one install: with --no-save, npm removes from the
+	# prefix what the command does not name.
+	if npm install --prefix "$NPM_PREFIX" --no-audit --no-fund --no-save "${NPM_PKGS[@]}"; then
+		echo "install-deps: npm ${missing_npm[*]} installed in $NPM_PREFIX"
+	else
+		echo "install-deps: npm install ${missing_npm[*]} failed: tests using them will be skipped" >&2
+	fi
 }
 
 PKGS=(
@@ -47,6 +53,9 @@ PKGS=(
 	build-essential make gcc g++ cmake pkg-config binutils
 	# host tests, benchmarks, fuzzing
 	libgtest-dev libgmock-dev libbenchmark-dev libelf-dev libdw-dev
+	# sframe-prof report --format pprof: pprof's profile.proto as Debian
+	# ships it, compiled with protoc; libprotobuf; gzip by zlib
+	libprotobuf-dev protobuf-compiler golang-github-google-pprof-dev zlib1g-dev
 	clang-14 libclang-rt-14-dev llvm-14
 	python3
 	# the kernels the VM boots (Debian 12's 6.1 and Debian 13's 6.12, the

@@ -5,8 +5,10 @@
 //   sframe-prof record [-F HZ] [-o FILE] [-v] [--no-inherit] [--device PATH]
 //                      (-p PID | -a | -- COMMAND ARGS...)
 //   sframe-prof report [-i FILE] [--folded | --top N | --svg FILE]
+//                      [--format top|folded|svg|pprof|perf-script] [-o FILE]
 //
 // The data file's format: docs/sframe-prof-format.md.
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -33,6 +35,8 @@
 #include "sframe_client/sframe_client.hpp"
 #include "sframe_profile/build_ids.h"
 #include "sframe_profile/flamegraph.h"
+#include "sframe_profile/perf_script.h"
+#include "sframe_profile/pprof_writer.h"
 #include "sframe_profile/profile.h"
 #include "sframe_profile/symbolizer.h"
 
@@ -49,7 +53,10 @@ int usage(FILE* out) {
                "usage: sframe-prof record [-F HZ] [-o FILE] [-v] [--no-inherit] [--device PATH] "
                "(-p PID | -a | -- COMMAND [ARGS...])\n"
                "       sframe-prof report [-i FILE] [--folded | --top N | --svg FILE]\n"
+               "                          [--format top|folded|svg|pprof|perf-script] [-o FILE]\n"
                "record writes stitched stacks to FILE (default %s); report reads it.\n"
+               "report --format pprof -o FILE: gzipped profile.proto (pprof, Pyroscope, Parca);\n"
+               "perf-script: the text of `perf script` (stackcollapse-perf.pl, speedscope).\n"
                "record follows the threads and child processes the target creates, and what\n"
                "they exec; --no-inherit: the target process (its threads) only.\n",
                kDefaultFile);
@@ -504,8 +511,13 @@ int cmd_record(int argc, char** argv) {
 }
 
 int cmd_report(int argc, char** argv) {
-  std::string input = kDefaultFile, svg;
-  enum { kTop, kFolded, kSvg } mode = kTop;
+  std::string input = kDefaultFile, svg, output;
+  enum { kTop, kFolded, kSvg, kPprof, kPerfScript } mode = kTop;
+  const std::map<std::string, decltype(mode)> formats = {{"top", kTop},
+                                                         {"folded", kFolded},
+                                                         {"svg", kSvg},
+                                                         {"pprof", kPprof},
+                                                         {"perf-script", kPerfScript}};
   uint64_t top = 20;
   for (int i = 0; i < argc; i++) {
     const std::string a = argv[i];
@@ -519,9 +531,19 @@ int cmd_report(int argc, char** argv) {
     } else if (a == "--svg" && i + 1 < argc) {
       mode = kSvg;
       svg = argv[++i];
+    } else if (a == "--format" && i + 1 < argc && formats.count(argv[i + 1])) {
+      mode = formats.at(argv[++i]);
+    } else if (a == "-o" && i + 1 < argc) {
+      output = argv[++i];
     } else {
       return usage(stderr);
     }
+  }
+  if (mode == kSvg && svg.empty()) svg = output;
+  if ((mode == kSvg && svg.empty()) || (mode == kPprof && output.empty())) {
+    std::fprintf(stderr, "%s: report --format %s needs -o FILE\n", kTool,
+                 mode == kSvg ? "svg" : "pprof");
+    return 2;
   }
   // Kernel symbols only for a file recorded since this boot (KASLR).
   struct BootCheck : sframe::ProfileHandler {
@@ -536,24 +558,53 @@ int cmd_report(int argc, char** argv) {
     ksym = std::make_unique<sframe::KernelSymbolizer>();
   }
   sframe::Symbolizer sym;
+  if (mode == kPprof) {
+    sframe::PprofBuilder pprof(&sym, ksym.get());
+    sframe::read_profile(input, &pprof);
+    sframe::write_file(output, pprof.gzipped());
+    std::fprintf(stderr, "%s: wrote %s (%" PRIu64 " samples)\n", kTool, output.c_str(),
+                 pprof.samples());
+    return 0;
+  }
+  if (mode == kPerfScript) {
+    FILE* out = stdout;
+    if (!output.empty() && output != "-") {
+      const int fd = ::open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      if (fd < 0 || !(out = fdopen(fd, "w"))) throw sframe::Error(errno, sframe::op::kOpen, output);
+    }
+    sframe::PerfScriptWriter script(out, &sym, ksym.get());
+    sframe::read_profile(input, &script);
+    const bool ok = std::fflush(out) == 0 && !std::ferror(out);
+    if (out != stdout && std::fclose(out) != 0) throw sframe::Error(errno, "write", output);
+    if (!ok) throw sframe::Error(errno ? errno : EIO, "write", output.empty() ? "-" : output);
+    return 0;
+  }
   sframe::StackFolder folder(&sym, ksym.get());
   sframe::read_profile(input, &folder);
   const sframe::FoldedStacks folded = folder.folded();
 
   if (mode == kFolded) {
     const std::string text = sframe::format_folded(folded);
-    std::fwrite(text.data(), 1, text.size(), stdout);
+    if (!output.empty()) {
+      sframe::write_file(output, text);
+    } else {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+    }
   } else if (mode == kSvg) {
     sframe::FlamegraphOptions fo;
     fo.title = "sframe-prof " + input;
-    const std::string doc = sframe::render_flamegraph_svg(folded, fo);
-    FILE* f = std::fopen(svg.c_str(), "we");
-    if (!f) throw sframe::Error(errno, sframe::op::kOpen, svg);
-    const bool ok = std::fwrite(doc.data(), 1, doc.size(), f) == doc.size();
-    if (std::fclose(f) != 0 || !ok) throw sframe::Error(errno ? errno : EIO, "write", svg);
+    sframe::write_file(svg, sframe::render_flamegraph_svg(folded, fo));
     std::fprintf(stderr, "%s: wrote %s (%" PRIu64 " samples)\n", kTool, svg.c_str(),
                  folder.samples());
   } else {
+    if (!output.empty() && output != "-") {
+      const int fd = ::open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      if (fd < 0) throw sframe::Error(errno, sframe::op::kOpen, output);
+      std::fflush(stdout);
+      const bool ok = dup2(fd, STDOUT_FILENO) >= 0;
+      ::close(fd);
+      if (!ok) throw sframe::Error(errno, "dup2", output);
+    }
     const uint64_t total = sframe::total_samples(folded);
     std::printf("# %s: %" PRIu64 " samples, %" PRIu64 " lost\n", input.c_str(), total,
                 folder.lost());

@@ -583,6 +583,7 @@ void StackFolder::set_warning_sink(std::function<void(const std::string&)> sink)
 }
 
 void StackFolder::on_mapping(const ProfileMapping& m) {
+  flush(m.pid);
   std::vector<ProfileMapping>& mine = unsymbolized_[m.pid];
   mine.erase(std::remove_if(mine.begin(), mine.end(),
                             [&](const ProfileMapping& o) {
@@ -599,14 +600,18 @@ void StackFolder::on_mapping(const ProfileMapping& m) {
   }
 }
 
-void StackFolder::on_comm(pid_t pid, const std::string& name) { comm_[pid] = name; }
+void StackFolder::on_comm(pid_t pid, const std::string& name) {
+  flush(pid);
+  comm_[pid] = name;
+}
 
-std::vector<std::string> StackFolder::frames(const Sample& s) {
+std::vector<std::string> StackFolder::fold(uint32_t spid, const std::vector<uint64_t>& kernel,
+                                           const std::vector<uint64_t>& user_frames) const {
   std::vector<std::string> out;
-  const pid_t pid = static_cast<pid_t>(s.pid);
+  const pid_t pid = static_cast<pid_t>(spid);
   auto c = comm_.find(pid);
   out.push_back(c != comm_.end() ? c->second : "pid " + std::to_string(pid));
-  const std::vector<Symbol> user = user_->symbolize_frames(pid, s.user);
+  const std::vector<Symbol> user = user_->symbolize_frames(pid, user_frames);
   auto unsymbolized = unsymbolized_.find(pid);
   for (size_t i = user.size(); i-- > 0;) {
     const Symbol& sym = user[i];
@@ -617,7 +622,7 @@ std::vector<std::string> StackFolder::frames(const Sample& s) {
     } else {
       std::string name = "[unknown]";
       if (unsymbolized != unsymbolized_.end()) {
-        const uint64_t at = i == 0 ? s.user[i] : s.user[i] - 1;
+        const uint64_t at = i == 0 ? user_frames[i] : user_frames[i] - 1;
         for (const ProfileMapping& m : unsymbolized->second) {
           if (at >= m.start && at < m.end) name = "[" + m.path.substr(m.path.rfind('/') + 1) + "]";
         }
@@ -625,7 +630,7 @@ std::vector<std::string> StackFolder::frames(const Sample& s) {
       out.push_back(name);
     }
   }
-  for (auto it = s.kernel.rbegin(); it != s.kernel.rend(); ++it) {
+  for (auto it = kernel.rbegin(); it != kernel.rend(); ++it) {
     std::string name = "[kernel]";
     if (kernel_) {
       const Symbol k = kernel_->symbolize(*it);
@@ -637,12 +642,38 @@ std::vector<std::string> StackFolder::frames(const Sample& s) {
   return out;
 }
 
+size_t StackFolder::AddressesHash::operator()(const Addresses& a) const {
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ a.size();
+  for (uint64_t v : a) {
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  }
+  return static_cast<size_t>(h);
+}
+
 void StackFolder::on_sample(const Sample& s) {
   samples_++;
-  stacks_[frames(s)]++;
+  Addresses key;
+  key.reserve(s.user.size() + s.kernel.size() + 1);
+  key.insert(key.end(), s.user.begin(), s.user.end());
+  key.insert(key.end(), s.kernel.begin(), s.kernel.end());
+  key.push_back(s.user.size());
+  pending_[static_cast<pid_t>(s.pid)][std::move(key)]++;
+}
+
+void StackFolder::flush(pid_t pid) const {
+  auto it = pending_.find(pid);
+  if (it == pending_.end()) return;
+  for (const auto& [key, count] : it->second) {
+    const size_t nuser = static_cast<size_t>(key.back());
+    const std::vector<uint64_t> user(key.begin(), key.begin() + static_cast<ptrdiff_t>(nuser));
+    const std::vector<uint64_t> kernel(key.begin() + static_cast<ptrdiff_t>(nuser), key.end() - 1);
+    stacks_[fold(static_cast<uint32_t>(pid), kernel, user)] += count;
+  }
+  pending_.erase(it);
 }
 
 FoldedStacks StackFolder::folded() const {
+  while (!pending_.empty()) flush(pending_.begin()->first);
   FoldedStacks f;
   f.stacks.assign(stacks_.begin(), stacks_.end());
   return f;

@@ -24,6 +24,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "sframe_profile/flamegraph.h"
@@ -143,6 +144,10 @@ class BuildIdCheck {
 // A mapping whose recorded build id differs from the file now at its path
 // is not symbolized with that file: its frames are "[object]" (and a
 // warning goes to the warning sink, once per object).
+//
+// Samples are counted by their addresses first; a distinct stack of
+// addresses is symbolized once, before its process's next mmap or comm
+// record changes what the addresses mean, or at folded().
 class StackFolder : public ProfileHandler {
  public:
   // user: gets the file's mappings (add_mapping); kernel may be null.
@@ -155,20 +160,32 @@ class StackFolder : public ProfileHandler {
   void on_sample(const Sample& s) override;
   void on_lost(uint64_t count) override { lost_ += count; }
 
-  std::vector<std::string> frames(const Sample& s);
+  std::vector<std::string> frames(const Sample& s) { return fold(s.pid, s.kernel, s.user); }
   // Unique stacks sorted by frames.
   FoldedStacks folded() const;
   uint64_t samples() const { return samples_; }
   uint64_t lost() const { return lost_; }
 
  private:
+  // A sample's addresses: user frames, then kernel frames, then the number
+  // of user frames.
+  using Addresses = std::vector<uint64_t>;
+  struct AddressesHash {
+    size_t operator()(const Addresses& a) const;
+  };
+  std::vector<std::string> fold(uint32_t pid, const std::vector<uint64_t>& kernel,
+                                const std::vector<uint64_t>& user) const;
+  // Symbolizes pid's pending stacks into stacks_.
+  void flush(pid_t pid) const;
+
   Symbolizer* user_;
   const KernelSymbolizer* kernel_;
   BuildIdCheck build_ids_;
   // Per pid, mappings not given to user_ (wrong build id): named only.
   std::map<pid_t, std::vector<ProfileMapping>> unsymbolized_;
   std::map<pid_t, std::string> comm_;
-  std::map<std::vector<std::string>, uint64_t> stacks_;
+  mutable std::map<pid_t, std::unordered_map<Addresses, uint64_t, AddressesHash>> pending_;
+  mutable std::map<std::vector<std::string>, uint64_t> stacks_;
   uint64_t samples_ = 0, lost_ = 0;
 };
 

@@ -4,9 +4,19 @@
 // The object comes from dl_iterate_phdr(); the symbol from the object's ELF
 // symbol tables read with libelf: .symtab where the file has one (so static
 // and other non-exported functions of unstripped programs are named), else
-// the .symtab of its separate debug file found by build ID under
-// /usr/lib/debug/.build-id (e.g. Debian's libc6-dbg for libc), else .dynsym.
-// C++ names are demangled.
+// the .symtab of its separate debug file, found by build ID under
+// /usr/lib/debug/.build-id (e.g. Debian's libc6-dbg for libc) or by its
+// .gnu_debuglink (DIR/NAME, DIR/.debug/NAME, /usr/lib/debug/DIR/NAME, where
+// the CRC matches), else .dynsym.  Names lose their symbol version
+// ("memcpy@GLIBC_2.14", "__libc_start_main@@GLIBC_2.34" -> the name before
+// '@': some .symtab carry it, and it would keep stacks of two hosts apart).
+// C++ names are demangled, once per symbol.
+//
+// Each object's table is sorted once: a lookup is a binary search, then a
+// walk up the symbols that enclose it (nested symbols: at most their
+// nesting depth).  Addresses of a process that fall in none of its file
+// mappings are looked up in perf's JIT map /tmp/perf-PID.map when it exists
+// (and belongs to this user or root), as perf does.
 #ifndef SFRAME_PROFILE_SYMBOLIZER_H
 #define SFRAME_PROFILE_SYMBOLIZER_H
 
@@ -29,6 +39,9 @@ struct Symbol {
   std::string name;            // demangled symbol name; empty if unknown
   uint64_t symbol_start = 0;   // run-time address of that symbol
   uint64_t offset = 0;         // address - symbol_start
+  // function_of(name), filled in by Symbolizer (which makes it once per
+  // symbol); empty otherwise.
+  std::string function_name;
 
   bool found() const { return !name.empty(); }
   // name without its parameter list, qualifiers and clone suffix:
@@ -77,7 +90,8 @@ class Symbolizer {
   // Addresses of another process (or of this one through /proc): the object
   // from /proc/PID/maps (file offset of the mapping, then the ELF's PT_LOAD
   // headers give the address relative to the load bias), the symbol as
-  // above.  The maps are read on first use and again when an address falls
+  // above; an address in no file mapping from /tmp/perf-PID.map (object
+  // "/tmp/perf-PID.map", read once per pid) when that file is there.  The maps are read on first use and again when an address falls
   // in no known file mapping; load_process() reads them now (e.g. before
   // the process exits or execs), forget_process() drops them.
   Symbol symbolize(pid_t pid, uint64_t address);
@@ -92,22 +106,34 @@ class Symbolizer {
   void add_mapping(pid_t pid, uint64_t start, uint64_t end, uint64_t offset,
                    const std::string& path);
 
+  // Where perf's JIT map of pid is looked for ("/tmp" by default): tests.
+  void set_jit_map_dir(const std::string& dir);
+
  private:
   struct Table;
+  struct JitMap;
   struct Mapping {
     uint64_t start, end, offset;
     std::string path;
+    Table* table;  // tables_[path], set on first use
   };
-  const Table& table_for(const std::string& path);
-  Symbol lookup(const Table& t, const std::string& path, uint64_t address, uint64_t bias);
+  Table& table_for(const std::string& path);
+  Symbol lookup(Table& t, const std::string& path, uint64_t address, uint64_t bias);
   bool load_process_locked(pid_t pid);
-  const Mapping* find_mapping(pid_t pid, uint64_t address);
+  Mapping* find_mapping(pid_t pid, uint64_t address);
+  const JitMap& jit_map_for(pid_t pid);
 
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<Table>> tables_;
-  std::map<pid_t, std::vector<Mapping>> maps_;
+  std::map<pid_t, std::vector<Mapping>> maps_;  // each sorted by start, disjoint
   std::set<pid_t> from_data_;  // pids whose maps come from add_mapping()
+  std::map<pid_t, std::unique_ptr<JitMap>> jit_;
+  std::string jit_dir_ = "/tmp";
 };
+
+// The symbol name without its ELF symbol version: "memcpy@GLIBC_2.14" and
+// "__libc_start_main@@GLIBC_2.34" give "memcpy" and "__libc_start_main".
+std::string unversioned(const std::string& name);
 
 // Kernel addresses to symbols through /proc/kallsyms (sorted; a symbol
 // covers everything up to the next).  usable() is false when the file is
