@@ -60,6 +60,35 @@ struct TaskEvent {
   bool process_exit() const { return kind == Kind::kExit && pid == tid; }
 };
 
+// The event a PerfEventSpec samples.
+enum class PerfEventKind : uint32_t {
+  kCpuClock = 0,   // software cpu-clock (period in ns of CPU time)
+  kTaskClock = 1,  // software task-clock (period in ns of the task's time)
+  kCycles = 2,     // hardware CPU cycles: ENOENT (or EOPNOTSUPP) without a PMU
+};
+
+// What PerfEvent::open() opens: one kind of event, on tasks or on CPUs.
+// Events on a task are placed on each CPU of `cpus` (with inherit, since
+// perf_mmap() refuses the ring of an inherited event not bound to a CPU;
+// or when cpus is given), else on any CPU (cpu -1).  Events on the same
+// CPU share one ring (PERF_EVENT_IOC_SET_OUTPUT, as perf record does): a
+// process of T threads on C CPUs takes T x C descriptors but C rings.
+struct PerfEventSpec {
+  PerfEventKind kind = PerfEventKind::kCpuClock;
+  uint64_t frequency = 1000;  // samples per second (of the event's time)
+  uint64_t period = 0;        // nonzero: a sample every `period` (ns, cycles) instead
+  std::vector<pid_t> pids;    // processes: every thread of each (/proc/PID/task)
+  std::vector<pid_t> tids;    // threads: each of these only
+  bool all_tasks = false;     // every task (pid -1) on each CPU; pids, tids unused
+  std::vector<int> cpus;      // empty: the online CPUs (online_cpus())
+  bool task_events = false;   // the side-band dummy event (open_task_events())
+  bool inherit = true;        // follow the targets' new threads and children
+  bool enable_on_exec = false;
+  bool exclude_kernel = false;
+  bool exclude_hv = true;
+  unsigned data_pages_log2 = 3;  // each ring: 1 + 2^n pages
+};
+
 // Movable, not copyable; closes its events on destruction.
 class SFRAME_CLIENT_API PerfEvent {
  public:
@@ -86,6 +115,16 @@ class SFRAME_CLIENT_API PerfEvent {
   // (a watermark of one byte): a profiler learns of an exec at once.  Read
   // them with read_task_events(), not drain().
   static PerfEvent open_task_events(pid_t pid, const PerfEventOptions& options = {});
+
+  // The events spec describes, created disabled.  A thread that exits
+  // while they are opened is skipped; a pid given that does not exist is
+  // ESRCH.  Throws sframe::Error(op::kPerfEventOpen, "<event> of pid N on
+  // cpu C") with perf_event_open's errno, op::kMmap, or
+  // op::kPerfEventIoctl (PERF_EVENT_IOC_SET_OUTPUT).
+  static PerfEvent open(const PerfEventSpec& spec);
+  // How many events (descriptors) open(spec) would open now, from the
+  // threads /proc lists: for checking RLIMIT_NOFILE before opening.
+  static size_t count(const PerfEventSpec& spec);
 
   // PERF_EVENT_IOC_ENABLE / DISABLE on every event.  Throws
   // sframe::Error(op::kPerfEventIoctl).
@@ -118,6 +157,15 @@ class SFRAME_CLIENT_API PerfEvent {
   std::vector<Event> events_;
   PerfCounts counts_;
 };
+
+// A CPU list as the kernel writes it (/sys/devices/system/cpu/online) and
+// perf's -C takes: "0-3,5,7-8", sorted and without duplicates into out.
+// False (out unchanged) on anything else: empty items, a range upside
+// down, a number above 65535.
+SFRAME_CLIENT_API bool parse_cpu_list(const std::string& text, std::vector<int>* out);
+// The online CPUs (/sys/devices/system/cpu/online; 0..N-1 from
+// sysconf(_SC_NPROCESSORS_ONLN) when unreadable).
+SFRAME_CLIENT_API std::vector<int> online_cpus();
 
 // /proc/sys/kernel/perf_event_paranoid, or INT_MIN when it cannot be read.
 SFRAME_CLIENT_API int perf_event_paranoid();
