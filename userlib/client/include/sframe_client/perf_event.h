@@ -1,13 +1,18 @@
 // libsframe-client: a perf sampling event for sessions (session.h).
 //
 // A session receives the samples of perf events owned by its process.  This
-// opens the simplest such event: software cpu-clock at a frequency, with
-// PERF_SAMPLE_TID | PERF_SAMPLE_TIME (the module needs no callchain), on a
-// process (inherited by its threads and children) or on every CPU.  Each
-// event gets its ring buffer mapped (1 + 2^n pages): the kernel only outputs
-// samples of an event that has somewhere to put them.  Perf's own records are
-// not needed, so drain() throws them away by moving data_tail up to
-// data_head (counting samples and lost records on the way).
+// opens such events: software cpu-clock at a frequency (open_process(),
+// open_all_cpus()), or cpu-clock, task-clock or hardware cycles at a
+// frequency or a period (open(PerfEventSpec)), with PERF_SAMPLE_TID |
+// PERF_SAMPLE_TIME (the module needs no callchain), on processes or threads
+// (inherited by the threads and children they create) or on every task of
+// a list of CPUs.  The events on one CPU write into one ring buffer (1 + 2^n
+// pages), mapped for the first of them, the others redirected to it with
+// PERF_EVENT_IOC_SET_OUTPUT as perf record does: the kernel only outputs
+// samples of an event that has somewhere to put them, and a ring per
+// thread and CPU would cost locked memory that grows with the threads.
+// Perf's own records are not needed, so drain() throws them away by moving
+// data_tail up to data_head (counting samples and lost records on the way).
 #ifndef SFRAME_CLIENT_PERF_EVENT_H
 #define SFRAME_CLIENT_PERF_EVENT_H
 
@@ -99,7 +104,8 @@ class SFRAME_CLIENT_API PerfEvent {
   // Events on every thread of process pid (/proc/PID/task), created
   // disabled: with options.inherit (threads and children created later are
   // followed) one per thread and online CPU, since the kernel refuses to map
-  // the ring of an inherited event not bound to a CPU; else one per thread.
+  // the ring of an inherited event not bound to a CPU (one ring per CPU,
+  // shared); else one per thread (each with its ring).
   // Throws
   // sframe::Error(op::kPerfEventOpen, "pid N") with perf_event_open's errno
   // (EACCES/EPERM: perf_event_paranoid, ESRCH: no such process), or
