@@ -130,8 +130,11 @@ TEST_F(OutputsTest, PprofIsAGzippedProfileWithTheDemosMappings) {
   EXPECT_EQ(static_cast<unsigned char>(gz[1]), 0x8b);
   RecordProperty("pprof_bytes", std::to_string(gz.size()));
   RecordProperty("samples", std::to_string(total_));
-  // -o is required for the binary format.
-  EXPECT_EQ(Prof("report --format pprof -i demo.data").status, 2);
+  // -o is required for the binary format: a usage error (perf's 129)
+  // that says so.
+  const Result no_file = Prof("report --format pprof -i demo.data");
+  EXPECT_EQ(no_file.status, 129);
+  EXPECT_NE(no_file.output.find("give it with -o FILE"), std::string::npos) << no_file.output;
 }
 
 TEST_F(OutputsTest, PprofReadBackByPprofFormatHasReportsTotalAndTopFunctions) {

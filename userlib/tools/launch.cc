@@ -2,6 +2,7 @@
 #include "sframe_gen/coverage.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -128,21 +129,69 @@ bool CoverageKeeper::refresh() {
 Sampling open_sampling(pid_t pid, bool all, bool command, bool follow, uint64_t hz,
                        sframe::SessionOptions options) {
   follow = follow && !all;
-  sframe::PerfEventOptions po;
-  po.frequency = hz;
-  po.enable_on_exec = command;
-  po.inherit = true;
-  sframe::PerfEvent event =
-      all ? sframe::PerfEvent::open_all_cpus(po) : sframe::PerfEvent::open_process(pid, po);
-  sframe::PerfEvent tasks;
-  if (follow) tasks = sframe::PerfEvent::open_task_events(pid, po);
-  options.wakeup_bytes = SFRAME_SESSION_DEFAULT_BUFFER / 4;
+  sframe::PerfEventSpec spec;
+  spec.frequency = hz;
+  spec.enable_on_exec = command;
+  spec.inherit = true;
+  if (all) {
+    spec.all_tasks = true;
+  } else {
+    spec.pids = {pid};
+  }
   const sframe::Target target = all      ? sframe::Target::kAll
                                 : follow ? sframe::Target::kEvents
                                          : sframe::Target::kProcess;
-  sframe::Session session =
-      sframe::Session::start(target, target == sframe::Target::kProcess ? pid : 0, options);
+  return open_sampling(spec, follow, target, target == sframe::Target::kProcess ? pid : 0,
+                       options);
+}
+
+sframe::PerfEventSpec task_events_spec(const sframe::PerfEventSpec& spec) {
+  sframe::PerfEventSpec t = spec;
+  t.task_events = true;
+  return t;
+}
+
+Sampling open_sampling(const sframe::PerfEventSpec& spec, bool follow, sframe::Target target,
+                       pid_t target_id, sframe::SessionOptions options) {
+  follow = follow && !spec.all_tasks;
+  sframe::PerfEvent event = sframe::PerfEvent::open(spec);
+  sframe::PerfEvent tasks;
+  if (follow) tasks = sframe::PerfEvent::open(task_events_spec(spec));
+  options.wakeup_bytes = SFRAME_SESSION_DEFAULT_BUFFER / 4;
+  sframe::Session session = sframe::Session::start(target, target_id, options);
   return Sampling{std::move(event), std::move(session), std::move(tasks)};
+}
+
+void ensure_descriptors(size_t events, size_t spare, const std::string& what,
+                        const std::string& tool, bool verbose) {
+  const rlim_t need = static_cast<rlim_t>(events + spare);
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+  if (lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur >= need) return;
+  const rlimit before = lim;
+  // As perf: the soft limit up to the hard one; beyond it, the hard one
+  // too, which only a process with CAP_SYS_RESOURCE may raise.
+  lim.rlim_cur = need;
+  if (lim.rlim_max != RLIM_INFINITY && lim.rlim_max < need) lim.rlim_max = need;
+  if (setrlimit(RLIMIT_NOFILE, &lim) == 0) {
+    if (verbose) {
+      std::fprintf(stderr, "%s: raised RLIMIT_NOFILE from %llu to %llu for %zu perf events\n",
+                   tool.c_str(), static_cast<unsigned long long>(before.rlim_cur),
+                   static_cast<unsigned long long>(need), events);
+    }
+    return;
+  }
+  auto num = [](rlim_t v) {
+    return v == RLIM_INFINITY ? std::string("unlimited") : std::to_string(v);
+  };
+  throw sframe::Error(
+      EMFILE, "record", what,
+      "needs " + std::to_string(need) + " file descriptors (" + std::to_string(events) +
+          " perf events, one per thread and CPU, and " + std::to_string(spare) +
+          " for the rest); RLIMIT_NOFILE is " + num(before.rlim_cur) + " (hard limit " +
+          num(before.rlim_max) + "): raise it with `ulimit -n " + std::to_string(need) +
+          "` (beyond the hard limit: as root), or record fewer threads or CPUs (-t, -C, "
+          "--no-inherit)");
 }
 
 DescendantCoverage::DescendantCoverage(const std::string& tool, bool verbose)

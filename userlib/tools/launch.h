@@ -49,6 +49,26 @@ struct Sampling {
 Sampling open_sampling(pid_t pid, bool all, bool command, bool follow, uint64_t hz,
                        sframe::SessionOptions options);
 
+// The general form: the events of spec (on its pids and tids, or on every
+// task of its CPUs), the side-band events on the same tasks when follow
+// (not with spec.all_tasks), and a session of target (target_id: see
+// Session::start).
+Sampling open_sampling(const sframe::PerfEventSpec& spec, bool follow, sframe::Target target,
+                       pid_t target_id, sframe::SessionOptions options);
+
+// The side-band events open_sampling() opens with spec and follow.
+sframe::PerfEventSpec task_events_spec(const sframe::PerfEventSpec& spec);
+
+// Checks, before anything is opened, that RLIMIT_NOFILE leaves room for
+// `events` perf events and `spare` other descriptors.  Raises the soft
+// limit (up to the hard one, and the hard one where the process may, as
+// perf does) when that is enough; else throws sframe::Error(EMFILE,
+// "record", what) with what is needed, the limit and `ulimit -n`.
+// what: the events, e.g. "pid 42 (101 threads) on 2 CPUs".  verbose: says
+// when the limit was raised.
+void ensure_descriptors(size_t events, size_t spare, const std::string& what,
+                        const std::string& tool, bool verbose);
+
 // A command forked stopped: the child waits on a pipe, then execs argv.  If
 // the parent drops the object before start() (an error), the child sees EOF
 // and exits 127 without running anything.

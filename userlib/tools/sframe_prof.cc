@@ -1,16 +1,19 @@
 // sframe-prof: the profiler.  Records stitched stacks (kernel + user,
 // unwound by the sframe_unwind module) into a data file, and reports them
-// offline: folded stacks, a table of the hottest functions, a flame graph.
+// offline: folded stacks, a table of the hottest functions, a flame graph,
+// pprof, perf script text.
+// Its command line follows perf's (prof_options.h has the options):
 //
-//   sframe-prof record [-F HZ] [-o FILE] [-v] [--no-inherit] [--device PATH]
-//                      (-p PID | -a | -- COMMAND ARGS...)
-//   sframe-prof report [-i FILE] [--folded | --top N | --svg FILE]
-//                      [--format top|folded|svg|pprof|perf-script] [-o FILE]
+//   sframe-prof record [-a] [-p PID,..] [-t TID,..] [-C CPUS] [-F HZ|-c N] [-e EVENT]
+//                      [--call-graph sframe|fp|auto] [--duration S] [-o FILE] ...
+//                      [--] [COMMAND ARGS...]
+//   sframe-prof report [-i FILE] [--folded | --top N | --svg FILE | --format FMT] [-o FILE]
 //
 // The data file's format: docs/sframe-prof-format.md.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,6 +35,7 @@
 
 #include "launch.h"
 #include "machine_coverage.h"
+#include "prof_options.h"
 #include "sframe_client/sframe_client.hpp"
 #include "sframe_profile/build_ids.h"
 #include "sframe_profile/flamegraph.h"
@@ -42,35 +46,10 @@
 
 namespace {
 
-constexpr const char kTool[] = "sframe-prof";
-constexpr const char kDefaultFile[] = "sframe-prof.data";
+using prof::kTool;
 
 volatile sig_atomic_t g_signal = 0;
 void on_signal(int sig) { g_signal = sig; }
-
-int usage(FILE* out) {
-  std::fprintf(out,
-               "usage: sframe-prof record [-F HZ] [-o FILE] [-v] [--no-inherit] [--device PATH] "
-               "(-p PID | -a | -- COMMAND [ARGS...])\n"
-               "       sframe-prof report [-i FILE] [--folded | --top N | --svg FILE]\n"
-               "                          [--format top|folded|svg|pprof|perf-script] [-o FILE]\n"
-               "record writes stitched stacks to FILE (default %s); report reads it.\n"
-               "report --format pprof -o FILE: gzipped profile.proto (pprof, Pyroscope, Parca);\n"
-               "perf-script: the text of `perf script` (stackcollapse-perf.pl, speedscope).\n"
-               "record follows the threads and child processes the target creates, and what\n"
-               "they exec; --no-inherit: the target process (its threads) only.\n",
-               kDefaultFile);
-  return out == stderr ? 2 : 0;
-}
-
-bool parse_number(const char* s, uint64_t* out) {
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long v = std::strtoull(s, &end, 10);
-  if (errno || end == s || *end || s[0] == '-') return false;
-  *out = v;
-  return true;
-}
 
 std::string read_line_of(const std::string& path) {
   std::ifstream in(path);
@@ -131,6 +110,16 @@ std::string advice(const sframe::Error& e, const std::string& device) {
            "(`rmmod sframe_unwind; modprobe sframe_unwind`).";
   }
   if (err == ESRCH) return "no such process: check the pid (it may have exited).";
+  if (e.op() == sframe::op::kPerfEventOpen && e.object().rfind("cycles", 0) == 0 &&
+      (err == ENOENT || err == EOPNOTSUPP || err == ENODEV)) {
+    return "the cycles event is not supported here: this machine has no hardware PMU that "
+           "perf can use (as in a VM without a virtual PMU, e.g. qemu without KVM): sample "
+           "-e cpu-clock (the default) or -e task-clock.";
+  }
+  if (e.op() == sframe::op::kPerfEventOpen && err == EMFILE) {
+    return "too many open files: raise RLIMIT_NOFILE (`ulimit -n`), or record fewer threads "
+           "or CPUs (-t, -C).";
+  }
   return "";
 }
 
@@ -285,98 +274,283 @@ class Status {
   uint64_t next_ = 0;
 };
 
-int cmd_record(int argc, char** argv) {
-  uint64_t hz = 1000;
-  std::string output = kDefaultFile;
-  std::string device = SFRAME_UNWIND_DEVICE;
-  pid_t pid = 0;
-  bool all = false, verbose = false, inherit = true;
-  int cmd_at = -1;
-  for (int i = 0; i < argc; i++) {
-    const std::string a = argv[i];
-    uint64_t v = 0;
-    if (a == "--") {
-      cmd_at = i + 1;
-      break;
-    } else if (a == "-F" && i + 1 < argc && parse_number(argv[i + 1], &v) && v > 0) {
-      hz = v;
-      i++;
-    } else if (a == "-o" && i + 1 < argc) {
-      output = argv[++i];
-    } else if (a == "-p" && i + 1 < argc && parse_number(argv[i + 1], &v) && v > 0 &&
-               v <= INT32_MAX) {
-      pid = static_cast<pid_t>(v);
-      i++;
-    } else if (a == "-a") {
-      all = true;
-    } else if (a == "-v") {
-      verbose = true;
-    } else if (a == "--no-inherit") {
-      inherit = false;
-    } else if (a == "--device" && i + 1 < argc) {
-      device = argv[++i];
-    } else {
-      return usage(stderr);
+// /proc/sys/kernel/perf_event_max_sample_rate, or 0 when unreadable.
+uint64_t max_sample_rate() {
+  const std::string line = read_line_of("/proc/sys/kernel/perf_event_max_sample_rate");
+  return line.empty() ? 0 : std::strtoull(line.c_str(), nullptr, 10);
+}
+
+// The process a thread belongs to (its Tgid), or tid when unreadable.
+pid_t process_of(pid_t tid) {
+  std::ifstream in("/proc/" + std::to_string(tid) + "/status");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("Tgid:", 0) == 0) return static_cast<pid_t>(std::atol(line.c_str() + 5));
+  }
+  return tid;
+}
+
+// Whether pid runs a program of its own, no longer the copy of this tool
+// it was forked as (or is gone).
+bool exec_done(pid_t pid) {
+  struct stat self {}, st {};
+  if (::stat("/proc/self/exe", &self) != 0) return true;
+  const std::string exe = "/proc/" + std::to_string(pid) + "/exe";
+  return ::stat(exe.c_str(), &st) != 0 || st.st_ino != self.st_ino || st.st_dev != self.st_dev;
+}
+
+std::string join(const std::vector<pid_t>& v) {
+  std::string out;
+  for (pid_t p : v) out += (out.empty() ? "" : ",") + std::to_string(p);
+  return out;
+}
+
+// The usage error of a subcommand: perf's "  Error: ..." then the usage.
+int usage_error(const prof::ParseResult& r, const std::string& usage, const char* sub) {
+  std::fprintf(stderr, "%s\n\n%s\n (%s %s --help lists the options)\n", r.error.c_str(),
+               usage.c_str(), kTool, sub);
+  return prof::kUsageExit;
+}
+
+// A failure of a subcommand: the error, and what to do about it.
+int failed(const std::exception& e, const std::string& device) {
+  std::fprintf(stderr, "%s: %s\n", kTool, e.what());
+  if (const auto* se = dynamic_cast<const sframe::Error*>(&e)) {
+    const std::string a = advice(*se, device);
+    if (!a.empty()) std::fprintf(stderr, "%s: %s\n", kTool, a.c_str());
+  }
+  return 1;
+}
+
+// What record samples, where, and which session takes the samples: made
+// from the options before anything is opened.
+struct RecordPlan {
+  sframe::PerfEventSpec spec;
+  bool follow = false;  // side-band events and descendants' coverage
+  sframe::Target target = sframe::Target::kEvents;
+  pid_t target_id = 0;
+  std::vector<pid_t> processes;  // the processes given (-p, and those of -t)
+  std::string what;              // "pid 42 (3 threads) on 2 CPUs", for messages
+};
+
+// The plan for the options; for a command target, pid is the command's.
+RecordPlan plan_record(const prof::RecordOptions& o, pid_t command_pid) {
+  RecordPlan p;
+  sframe::PerfEventSpec& s = p.spec;
+  s.kind = o.event;
+  s.frequency = o.frequency;
+  s.period = o.period;
+  s.cpus = o.cpus;
+  const size_t ncpu = o.cpus.empty() ? sframe::online_cpus().size() : o.cpus.size();
+  const std::string on = " on " + std::to_string(ncpu) + (ncpu == 1 ? " CPU" : " CPUs");
+  if (o.cpu_wide()) {
+    s.all_tasks = true;
+    s.inherit = false;
+    p.target = sframe::Target::kAll;
+    p.what = "every task" + on;
+    return p;
+  }
+  if (o.command_is_target()) {
+    // The command's events arm at its exec and follow its threads; its
+    // child processes too unless --no-inherit (then the session takes the
+    // process's samples only).
+    s.pids = {command_pid};
+    s.enable_on_exec = true;
+    s.inherit = true;
+    p.follow = o.inherit;
+    p.target = p.follow ? sframe::Target::kEvents : sframe::Target::kProcess;
+    p.target_id = p.follow ? 0 : command_pid;
+    p.processes = {command_pid};
+    p.what = "the command" + on;
+    return p;
+  }
+  s.pids = o.pids;
+  s.tids = o.tids;
+  p.processes = o.pids;
+  for (pid_t tid : o.tids) {
+    const pid_t proc = process_of(tid);
+    if (std::find(p.processes.begin(), p.processes.end(), proc) == p.processes.end()) {
+      p.processes.push_back(proc);
     }
   }
-  const bool command = cmd_at >= 0 && cmd_at < argc;
-  if ((int(command) + int(pid > 0) + int(all)) != 1) return usage(stderr);
+  if (o.pids.size() == 1 && o.tids.empty()) {
+    // One process: its events follow its threads; --no-inherit keeps the
+    // session to the process (not the processes it creates).
+    s.inherit = true;
+    p.follow = o.inherit;
+    p.target = p.follow ? sframe::Target::kEvents : sframe::Target::kProcess;
+    p.target_id = p.follow ? 0 : o.pids[0];
+  } else {
+    // Several, or threads: the session takes what their events sample;
+    // --no-inherit: the existing threads only.
+    s.inherit = o.inherit;
+    p.follow = o.inherit;
+    p.target = sframe::Target::kEvents;
+  }
+  sframe::PerfEventSpec threads = s;
+  threads.inherit = false;
+  threads.cpus.clear();
+  const size_t nthreads = sframe::PerfEvent::count(threads);
+  std::string who;
+  if (!o.pids.empty()) who = (o.pids.size() == 1 ? "pid " : "pids ") + join(o.pids);
+  if (!o.tids.empty()) {
+    who += (who.empty() ? "" : " and ") + std::string(o.tids.size() == 1 ? "tid " : "tids ") +
+           join(o.tids);
+  }
+  p.what = who + " (" + std::to_string(nthreads) + (nthreads == 1 ? " thread)" : " threads)") + on;
+  return p;
+}
 
-  // The checks a user can act on, before anything starts.
+int record(prof::RecordOptions& o) {
+  const std::string device = o.device.empty() ? std::string(SFRAME_UNWIND_DEVICE) : o.device;
+  const bool command = !o.command.empty();
+  const bool fp_only = o.call_graph == prof::CallGraph::kFp;
+
+  // The checks a user can act on, before anything starts.  The kernel
+  // refuses a frequency above its limit (EINVAL): perf throttles to it,
+  // with a warning, or refuses with --strict-freq.
+  if (!o.period) {
+    const uint64_t max = max_sample_rate();
+    if (o.frequency_max) {
+      if (!max) throw sframe::Error(ENOENT, sframe::op::kOpen, "/proc/sys/kernel/perf_event_max_sample_rate");
+      o.frequency = max;
+    } else if (max && o.frequency > max) {
+      if (o.strict_freq) {
+        std::fprintf(stderr,
+                     "%s: error: Maximum frequency rate (%" PRIu64 " Hz) exceeded.\n"
+                     "       Please use -F freq option with a lower value or consider\n"
+                     "       tweaking /proc/sys/kernel/perf_event_max_sample_rate.\n",
+                     kTool, max);
+        return 1;
+      }
+      std::fprintf(stderr,
+                   "%s: warning: Maximum frequency rate (%" PRIu64
+                   " Hz) exceeded, throttling from %" PRIu64 " Hz to %" PRIu64 " Hz.\n"
+                   "         The limit can be raised via "
+                   "/proc/sys/kernel/perf_event_max_sample_rate.\n"
+                   "         The kernel will lower it when perf's interrupts take too long.\n"
+                   "         Use --strict-freq to disable this throttling, refusing to record.\n",
+                   kTool, max, o.frequency, max);
+      o.frequency = max;
+    }
+  }
+  if (!o.cpus.empty()) {
+    const std::vector<int> online = sframe::online_cpus();
+    for (int cpu : o.cpus) {
+      if (!std::binary_search(online.begin(), online.end(), cpu)) {
+        throw sframe::Error(ENODEV, "record", "-C " + o.cpu_list,
+                            "cpu " + std::to_string(cpu) + " is not online (online: " +
+                                read_line_of("/sys/devices/system/cpu/online") + ")");
+      }
+    }
+  }
   { sframe::Device probe(device); }
-  if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
-    throw sframe::Error(ESRCH, "profile", "pid " + std::to_string(pid));
+  for (pid_t pid : o.pids) {
+    if (kill(pid, 0) != 0 && errno == ESRCH) {
+      throw sframe::Error(ESRCH, "profile", "pid " + std::to_string(pid));
+    }
   }
-  sframe::ProfileWriter out(output);
+  for (pid_t tid : o.tids) {
+    if (::access(("/proc/" + std::to_string(tid)).c_str(), F_OK) != 0) {
+      throw sframe::Error(ESRCH, "profile", "tid " + std::to_string(tid));
+    }
+  }
 
+  // The command (target or timer) waits until its events exist.
   std::unique_ptr<tools::StoppedCommand> child;
+  std::vector<char*> cargv;
   if (command) {
-    child = std::make_unique<tools::StoppedCommand>(argv + cmd_at, kTool);
-    pid = child->pid();
+    for (std::string& a : o.command) cargv.push_back(&a[0]);
+    cargv.push_back(nullptr);
+    child = std::make_unique<tools::StoppedCommand>(cargv.data(), kTool);
   }
+  const pid_t child_pid = child ? child->pid() : 0;
+  RecordPlan plan = plan_record(o, child_pid);
+  const bool follow = plan.follow;
+  const size_t events = sframe::PerfEvent::count(plan.spec) +
+                        (follow ? sframe::PerfEvent::count(tools::task_events_spec(plan.spec)) : 0);
+  // The rest: stdio, the device and session, the data file, the ELF files
+  // coverage reads one at a time, perf_event_paranoid and /proc reads.
+  constexpr size_t kSpareDescriptors = 64;
+  tools::ensure_descriptors(events, kSpareDescriptors, plan.what, kTool, o.verbose);
+
+  sframe::ProfileWriter out(o.output);
   sframe::SessionOptions so;
   so.device = device;
-  const bool follow = inherit && !all;
-  tools::Sampling sampling = tools::open_sampling(pid, all, command, follow, hz, so);
+  so.unwind_flags = prof::unwind_flags(o.call_graph);
+  tools::Sampling sampling =
+      tools::open_sampling(plan.spec, follow, plan.target, plan.target_id, so);
   sframe::PerfEvent& ev = sampling.event;
   sframe::Session& session = sampling.session;
   sframe::PerfEvent& tasks = sampling.tasks;
 
-  out.meta("hz", std::to_string(hz));
+  if (o.period) {
+    out.meta("period", std::to_string(o.period));
+  } else {
+    out.meta("hz", std::to_string(o.frequency));
+  }
+  out.meta("event", o.event_name);
+  out.meta("call_graph", prof::call_graph_name(o.call_graph));
   out.meta("kernel", session.kernel_visible() ? "visible" : "hidden");
   out.meta("boot_id", boot_id());
-  std::string target = all ? "all" : command ? "command" : "pid " + std::to_string(pid);
-  if (command) {
-    for (int i = cmd_at; i < argc; i++) target += std::string(" ") + argv[i];
+  std::string target;
+  if (o.cpu_wide()) {
+    target = o.cpu_list.empty() ? "all" : "cpus " + o.cpu_list;
+  } else if (o.command_is_target()) {
+    target = "command";
+  } else {
+    if (!o.pids.empty()) target = "pid " + join(o.pids);
+    if (!o.tids.empty()) target += (target.empty() ? "" : " ") + std::string("tid ") + join(o.tids);
+    if (!o.cpu_list.empty()) target += " cpus " + o.cpu_list;
   }
+  for (const std::string& a : o.command) target += " " + a;
   out.meta("target", target);
-  if (!all) out.meta("inherit", follow ? "yes" : "no");
+  if (!o.cpu_wide()) out.meta("inherit", follow ? "yes" : "no");
 
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 
-  std::unique_ptr<tools::CoverageKeeper> coverage;
-  if (!all) coverage = std::make_unique<tools::CoverageKeeper>(pid, command, kTool, verbose);
+  // SFrame from .eh_frame for the targets' objects (none needed with
+  // --call-graph fp).
+  std::vector<std::unique_ptr<tools::CoverageKeeper>> coverage;
+  if (!fp_only) {
+    for (pid_t pid : plan.processes) {
+      coverage.push_back(std::make_unique<tools::CoverageKeeper>(
+          pid, o.command_is_target(), kTool, o.verbose));
+    }
+  }
   std::unique_ptr<tools::DescendantCoverage> descendants;
-  if (follow) descendants = std::make_unique<tools::DescendantCoverage>(kTool, verbose);
-  // -a: every process sampled (machine_coverage.h).
+  if (follow && !fp_only) descendants = std::make_unique<tools::DescendantCoverage>(kTool, o.verbose);
+  // CPU-wide: every process sampled (machine_coverage.h), the objects most
+  // of them map made before the recording starts (2 s at most).
   std::unique_ptr<tools::MachineCoverage> machine;
-  if (all) machine = std::make_unique<tools::MachineCoverage>(kTool, verbose);
-  if (machine) machine->prepare(2000);
-  if (command) coverage->prepare(child->program());
-  coverage ? coverage->begin() : void();
+  if (o.cpu_wide() && !fp_only) {
+    machine = std::make_unique<tools::MachineCoverage>(kTool, o.verbose);
+    machine->prepare(2000);
+  }
+  if (o.command_is_target() && !coverage.empty()) coverage[0]->prepare(child->program());
+  for (auto& c : coverage) c->begin();
   MappingTracker tracker(&out);
-  if (!command && !all) tracker.snapshot(pid);
-  if (command) {
+  if (!o.command_is_target()) {
+    for (pid_t pid : plan.processes) tracker.snapshot(pid);
+  }
+  const uint64_t start_ms = tools::now_ms();
+  if (o.command_is_target()) {
     child->start();
   } else {
-    if (coverage) coverage->refresh();  // covered before the first sample
+    for (auto& c : coverage) c->refresh();  // covered before the first sample
     if (machine) machine->refresh();
     ev.enable();
     if (follow) tasks.enable();
+    if (child) child->start();  // the timer starts with the recording
   }
+  auto any_eager = [&] {
+    for (auto& c : coverage) {
+      if (c->eager()) return true;
+    }
+    return (descendants && descendants->eager()) || (machine && machine->busy());
+  };
 
   Status status;
   uint64_t samples = 0, lost = 0;
@@ -415,8 +589,10 @@ int cmd_record(int argc, char** argv) {
       news.clear();
       n += tasks.read_task_events(&news);
       // New processes are covered first, then the records are filed.
-      for (const sframe::TaskEvent& t : news) descendants->note(t);
-      descendants->refresh();
+      if (descendants) {
+        for (const sframe::TaskEvent& t : news) descendants->note(t);
+        descendants->refresh();
+      }
       std::sort(news.begin(), news.end(), [](const sframe::TaskEvent& a,
                                              const sframe::TaskEvent& b) { return a.time < b.time; });
       std::deque<sframe::TaskEvent> merged;
@@ -448,42 +624,47 @@ int cmd_record(int argc, char** argv) {
     return n;
   };
   int child_status = -1;
+  bool timed_out = false;
   uint64_t next_snapshot = 0;
   while (!g_signal) {
-    if (coverage) coverage->refresh();
+    for (auto& c : coverage) c->refresh();
     if (machine) machine->refresh();
-    // The target's mappings, while it can still be read (following, the
-    // side-band records say what it maps).
-    if (!all && !follow && tools::now_ms() >= next_snapshot &&
-        (!command || coverage->exec_done())) {
-      tracker.snapshot(pid);
-      next_snapshot = tools::now_ms() + (coverage->eager() ? 20 : 250);
+    // The targets' mappings, while they can still be read (following, the
+    // side-band records say what they map).
+    if (!o.cpu_wide() && !follow && tools::now_ms() >= next_snapshot &&
+        (!o.command_is_target() || exec_done(child_pid))) {
+      for (pid_t pid : plan.processes) tracker.snapshot(pid);
+      next_snapshot = tools::now_ms() + (any_eager() ? 20 : 250);
     }
-    consume((coverage && coverage->eager()) || (descendants && descendants->eager()) ||
-                    (machine && machine->busy())
-                ? 10
-                : 100);
+    consume(any_eager() ? 10 : 100);
     status.update(samples, lost, false);
+    if (o.duration_ms && tools::now_ms() - start_ms >= o.duration_ms) {
+      timed_out = true;
+      break;
+    }
     if (command) {
       int st;
-      if (waitpid(pid, &st, WNOHANG) == pid) {
+      if (waitpid(child_pid, &st, WNOHANG) == child_pid) {
         child_status = st;
         break;
       }
-    } else if (!all && process_gone(pid)) {
-      break;
+    } else if (!o.cpu_wide()) {
+      bool all_gone = true;
+      for (pid_t pid : plan.processes) all_gone = all_gone && process_gone(pid);
+      if (all_gone) break;
     }
   }
-  // Interrupted: the command gets the same signal (as from a terminal),
-  // and is waited for (killed after 5 s).
+  // Interrupted or out of time: the command gets the signal (as from a
+  // terminal; SIGTERM at the end of --duration), and is waited for
+  // (killed after 5 s).
   if (command && child_status < 0) {
-    kill(pid, g_signal ? g_signal : SIGTERM);
+    kill(child_pid, g_signal ? g_signal : SIGTERM);
     for (uint64_t until = tools::now_ms() + 5000; child_status < 0;) {
       int st;
-      if (waitpid(pid, &st, WNOHANG) == pid) {
+      if (waitpid(child_pid, &st, WNOHANG) == child_pid) {
         child_status = st;
       } else if (tools::now_ms() > until) {
-        kill(pid, SIGKILL);
+        kill(child_pid, SIGKILL);
         until = UINT64_MAX;
       } else {
         consume(20);
@@ -500,51 +681,73 @@ int cmd_record(int argc, char** argv) {
   out.close();
   status.update(samples, lost, true);
   if (machine) std::fprintf(stderr, "%s: %s\n", kTool, machine->summary().c_str());
-  if (verbose) {
+  if (o.verbose) {
     std::fprintf(stderr,
                  "%s: wrote %s (%" PRIu64 " samples, %" PRIu64 " lost in the buffer, %" PRIu64
                  " lost at capture)\n",
-                 kTool, output.c_str(), samples, st.lost, st.lost_capture);
+                 kTool, o.output.c_str(), samples, st.lost, st.lost_capture);
   }
-  if (command) return tools::exit_code(child_status);
+  // The command's status, unless the recording ended it (--duration).
+  if (command && !timed_out) return tools::exit_code(child_status);
   return 0;
 }
 
-int cmd_report(int argc, char** argv) {
-  std::string input = kDefaultFile, svg, output;
-  enum { kTop, kFolded, kSvg, kPprof, kPerfScript } mode = kTop;
-  const std::map<std::string, decltype(mode)> formats = {{"top", kTop},
-                                                         {"folded", kFolded},
-                                                         {"svg", kSvg},
-                                                         {"pprof", kPprof},
-                                                         {"perf-script", kPerfScript}};
-  uint64_t top = 20;
-  for (int i = 0; i < argc; i++) {
-    const std::string a = argv[i];
-    if (a == "-i" && i + 1 < argc) {
-      input = argv[++i];
-    } else if (a == "--folded") {
-      mode = kFolded;
-    } else if (a == "--top" && i + 1 < argc && parse_number(argv[i + 1], &top) && top > 0) {
-      mode = kTop;
-      i++;
-    } else if (a == "--svg" && i + 1 < argc) {
-      mode = kSvg;
-      svg = argv[++i];
-    } else if (a == "--format" && i + 1 < argc && formats.count(argv[i + 1])) {
-      mode = formats.at(argv[++i]);
-    } else if (a == "-o" && i + 1 < argc) {
-      output = argv[++i];
-    } else {
-      return usage(stderr);
+int cmd_record(const std::vector<std::string>& args) {
+  prof::RecordOptions o;
+  const prof::ParseResult r = prof::parse_record(args, &o);
+  if (r.kind == prof::ParseResult::kHelp) {
+    std::fputs(prof::record_help().c_str(), stdout);
+    return 0;
+  }
+  if (r.kind == prof::ParseResult::kError) return usage_error(r, prof::record_usage(), "record");
+  for (const std::string& w : r.warnings) std::fprintf(stderr, "%s: warning: %s\n", kTool, w.c_str());
+  try {
+    return record(o);
+  } catch (const std::exception& e) {
+    return failed(e, o.device.empty() ? std::string(SFRAME_UNWIND_DEVICE) : o.device);
+  }
+}
+
+// Where report's text goes: stdout, or the file of -o (created 0600, as
+// the data file: profiles hold command lines and addresses).
+class ReportOutput {
+ public:
+  explicit ReportOutput(const std::string& path) : path_(path.empty() ? "-" : path) {
+    if (path_ == "-") return;
+    const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) throw sframe::Error(errno, sframe::op::kOpen, path_);
+    f_ = fdopen(fd, "w");
+    if (!f_) {
+      const int err = errno;
+      ::close(fd);
+      throw sframe::Error(err, sframe::op::kOpen, path_);
     }
   }
-  if (mode == kSvg && svg.empty()) svg = output;
-  if ((mode == kSvg && svg.empty()) || (mode == kPprof && output.empty())) {
-    std::fprintf(stderr, "%s: report --format %s needs -o FILE\n", kTool,
-                 mode == kSvg ? "svg" : "pprof");
-    return 2;
+  ~ReportOutput() {
+    if (f_ != stdout) std::fclose(f_);
   }
+  ReportOutput(const ReportOutput&) = delete;
+  ReportOutput& operator=(const ReportOutput&) = delete;
+  FILE* get() const { return f_; }
+  // Throws sframe::Error("write", path) on a write error.
+  void close() {
+    const bool ok = std::fflush(f_) == 0 && !std::ferror(f_);
+    const int err = errno ? errno : EIO;
+    if (f_ != stdout) {
+      FILE* f = f_;
+      f_ = stdout;
+      if (std::fclose(f) != 0 && ok) throw sframe::Error(errno, "write", path_);
+    }
+    if (!ok) throw sframe::Error(err, "write", path_);
+  }
+
+ private:
+  std::string path_;
+  FILE* f_ = stdout;
+};
+
+int report(const prof::ReportOptions& o) {
+  const std::string& input = o.input;
   // Kernel symbols only for a file recorded since this boot (KASLR).
   struct BootCheck : sframe::ProfileHandler {
     std::string boot;
@@ -558,91 +761,117 @@ int cmd_report(int argc, char** argv) {
     ksym = std::make_unique<sframe::KernelSymbolizer>();
   }
   sframe::Symbolizer sym;
-  if (mode == kPprof) {
+  if (o.format == prof::ReportFormat::kPprof) {
     sframe::PprofBuilder pprof(&sym, ksym.get());
     sframe::read_profile(input, &pprof);
-    sframe::write_file(output, pprof.gzipped());
-    std::fprintf(stderr, "%s: wrote %s (%" PRIu64 " samples)\n", kTool, output.c_str(),
+    sframe::write_file(o.output, pprof.gzipped());
+    std::fprintf(stderr, "%s: wrote %s (%" PRIu64 " samples)\n", kTool, o.output.c_str(),
                  pprof.samples());
     return 0;
   }
-  if (mode == kPerfScript) {
-    FILE* out = stdout;
-    if (!output.empty() && output != "-") {
-      const int fd = ::open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-      if (fd < 0 || !(out = fdopen(fd, "w"))) throw sframe::Error(errno, sframe::op::kOpen, output);
-    }
-    sframe::PerfScriptWriter script(out, &sym, ksym.get());
+  if (o.format == prof::ReportFormat::kPerfScript) {
+    ReportOutput out(o.output);
+    sframe::PerfScriptWriter script(out.get(), &sym, ksym.get());
     sframe::read_profile(input, &script);
-    const bool ok = std::fflush(out) == 0 && !std::ferror(out);
-    if (out != stdout && std::fclose(out) != 0) throw sframe::Error(errno, "write", output);
-    if (!ok) throw sframe::Error(errno ? errno : EIO, "write", output.empty() ? "-" : output);
+    out.close();
     return 0;
   }
   sframe::StackFolder folder(&sym, ksym.get());
   sframe::read_profile(input, &folder);
   const sframe::FoldedStacks folded = folder.folded();
 
-  if (mode == kFolded) {
-    const std::string text = sframe::format_folded(folded);
-    if (!output.empty()) {
-      sframe::write_file(output, text);
-    } else {
-      std::fwrite(text.data(), 1, text.size(), stdout);
+  switch (o.format) {
+    case prof::ReportFormat::kFolded: {
+      ReportOutput out(o.output);
+      const std::string text = sframe::format_folded(folded);
+      std::fwrite(text.data(), 1, text.size(), out.get());
+      out.close();
+      break;
     }
-  } else if (mode == kSvg) {
-    sframe::FlamegraphOptions fo;
-    fo.title = "sframe-prof " + input;
-    sframe::write_file(svg, sframe::render_flamegraph_svg(folded, fo));
-    std::fprintf(stderr, "%s: wrote %s (%" PRIu64 " samples)\n", kTool, svg.c_str(),
-                 folder.samples());
-  } else {
-    if (!output.empty() && output != "-") {
-      const int fd = ::open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-      if (fd < 0) throw sframe::Error(errno, sframe::op::kOpen, output);
-      std::fflush(stdout);
-      const bool ok = dup2(fd, STDOUT_FILENO) >= 0;
-      ::close(fd);
-      if (!ok) throw sframe::Error(errno, "dup2", output);
+    case prof::ReportFormat::kSvg: {
+      sframe::FlamegraphOptions fo;
+      fo.title = "sframe-prof " + input;
+      const std::string& svg = o.svg.empty() ? o.output : o.svg;
+      sframe::write_file(svg, sframe::render_flamegraph_svg(folded, fo));
+      std::fprintf(stderr, "%s: wrote %s (%" PRIu64 " samples)\n", kTool, svg.c_str(),
+                   folder.samples());
+      break;
     }
-    const uint64_t total = sframe::total_samples(folded);
-    std::printf("# %s: %" PRIu64 " samples, %" PRIu64 " lost\n", input.c_str(), total,
-                folder.lost());
-    auto pct = [total](uint64_t n) { return total ? 100.0 * double(n) / double(total) : 0.0; };
-    for (bool by_total : {false, true}) {
-      std::printf("\n# by %s samples\n%7s %8s %7s %8s  %s\n", by_total ? "total" : "self", "SELF%",
-                  "SELF", "TOTAL%", "TOTAL", "FUNCTION");
-      for (const sframe::FunctionCount& f : sframe::top_functions(folded, top, by_total)) {
-        std::printf("%6.2f%% %8" PRIu64 " %6.2f%% %8" PRIu64 "  %s\n", pct(f.self), f.self,
-                    pct(f.total), f.total, f.name.c_str());
+    case prof::ReportFormat::kTop: {
+      ReportOutput out(o.output);
+      const uint64_t total = sframe::total_samples(folded);
+      std::fprintf(out.get(), "# %s: %" PRIu64 " samples, %" PRIu64 " lost\n", input.c_str(),
+                   total, folder.lost());
+      auto pct = [total](uint64_t n) { return total ? 100.0 * double(n) / double(total) : 0.0; };
+      for (bool by_total : {false, true}) {
+        std::fprintf(out.get(), "\n# by %s samples\n%7s %8s %7s %8s  %s\n",
+                     by_total ? "total" : "self", "SELF%", "SELF", "TOTAL%", "TOTAL", "FUNCTION");
+        for (const sframe::FunctionCount& f : sframe::top_functions(folded, o.top, by_total)) {
+          std::fprintf(out.get(), "%6.2f%% %8" PRIu64 " %6.2f%% %8" PRIu64 "  %s\n", pct(f.self),
+                       f.self, pct(f.total), f.total, f.name.c_str());
+        }
       }
+      out.close();
+      break;
     }
+    case prof::ReportFormat::kPprof:
+    case prof::ReportFormat::kPerfScript:
+      break;  // above
   }
   return 0;
+}
+
+int cmd_report(const std::vector<std::string>& args) {
+  prof::ReportOptions o;
+  const prof::ParseResult r = prof::parse_report(args, &o);
+  if (r.kind == prof::ParseResult::kHelp) {
+    std::fputs(prof::report_help().c_str(), stdout);
+    return 0;
+  }
+  if (r.kind == prof::ParseResult::kError) return usage_error(r, prof::report_usage(), "report");
+  const bool to_file_only =
+      o.format == prof::ReportFormat::kPprof ||
+      (o.format == prof::ReportFormat::kSvg && o.svg.empty());
+  if (to_file_only && (o.output.empty() || o.output == "-")) {
+    prof::ParseResult needs;
+    needs.error = std::string("  Error: --format ") +
+                  (o.format == prof::ReportFormat::kPprof ? "pprof" : "svg") +
+                  " writes a file: give it with -o FILE";
+    return usage_error(needs, prof::report_usage(), "report");
+  }
+  try {
+    return report(o);
+  } catch (const std::exception& e) {
+    return failed(e, SFRAME_UNWIND_DEVICE);
+  }
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) return usage(stderr);
+  if (argc < 2) {
+    std::fputs(prof::main_help().c_str(), stderr);
+    return prof::kUsageExit;
+  }
   const std::string cmd = argv[1];
-  std::string device = SFRAME_UNWIND_DEVICE;
-  for (int i = 2; i + 1 < argc; i++) {
-    if (std::strcmp(argv[i], "--device") == 0) device = argv[i + 1];
-    if (std::strcmp(argv[i], "--") == 0) break;
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  if (cmd == "record") return cmd_record(args);
+  if (cmd == "report") return cmd_report(args);
+  if (cmd == "--version" || cmd == "version" || cmd == "-v") {
+    std::printf("%s version %s\n", kTool, SFRAME_PROF_VERSION);
+    return 0;
   }
-  try {
-    if (cmd == "record") return cmd_record(argc - 2, argv + 2);
-    if (cmd == "report") return cmd_report(argc - 2, argv + 2);
-    if (cmd == "-h" || cmd == "--help" || cmd == "help") return usage(stdout);
-  } catch (const sframe::Error& e) {
-    std::fprintf(stderr, "%s: %s\n", kTool, e.what());
-    const std::string a = advice(e, device);
-    if (!a.empty()) std::fprintf(stderr, "%s: %s\n", kTool, a.c_str());
-    return 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: %s\n", kTool, e.what());
-    return 1;
+  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+    if (cmd == "help" && !args.empty() && args[0] == "record") {
+      std::fputs(prof::record_help().c_str(), stdout);
+    } else if (cmd == "help" && !args.empty() && args[0] == "report") {
+      std::fputs(prof::report_help().c_str(), stdout);
+    } else {
+      std::fputs(prof::main_help().c_str(), stdout);
+    }
+    return 0;
   }
-  return usage(stderr);
+  std::fprintf(stderr, "%s: '%s' is not a %s command. See '%s --help'.\n", kTool, cmd.c_str(),
+               kTool, kTool);
+  return 1;
 }

@@ -41,8 +41,8 @@ inline bool IsRoot() { return geteuid() == 0; }
 
 class Workload {
  public:
-  // Starts program (next to the test program) ARGS..., waits for its
-  // "ready" line.
+  // Starts program (next to the test program, or a path) ARGS..., waits
+  // for its "ready" line.
   static std::unique_ptr<Workload> Start(const std::vector<std::string>& args, std::string* err,
                                          const std::string& program = "session_workload") {
     auto w = std::unique_ptr<Workload>(new Workload);
@@ -57,7 +57,8 @@ class Workload {
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, wr.get(), 1);
     posix_spawn_file_actions_adddup2(&fa, wr.get(), 2);
-    std::string exe = vmtest::NextToSelf(program);
+    // A path, or the name of a program next to the test program.
+    std::string exe = program.find('/') != std::string::npos ? program : vmtest::NextToSelf(program);
     std::vector<std::string> all{exe};
     all.insert(all.end(), args.begin(), args.end());
     std::vector<char*> argv;

@@ -15,7 +15,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <set>
 #include <string>
+#include <utility>
 
 #include "sframe_client/error.h"
 
@@ -27,20 +30,45 @@ long sys_perf_event_open(perf_event_attr* attr, pid_t pid, int cpu, int group_fd
   return syscall(SYS_perf_event_open, attr, pid, cpu, group_fd, flags);
 }
 
-std::string event_name(pid_t pid, int cpu) {
-  if (pid >= 0) return "cpu-clock of pid " + std::to_string(pid);
-  return "cpu-clock of cpu " + std::to_string(cpu);
+const char* kind_name(const PerfEventSpec& s) {
+  if (s.task_events) return "side-band event";
+  switch (s.kind) {
+    case PerfEventKind::kTaskClock:
+      return "task-clock";
+    case PerfEventKind::kCycles:
+      return "cycles";
+    case PerfEventKind::kCpuClock:
+      break;
+  }
+  return "cpu-clock";
 }
 
-}  // namespace
+std::string event_name(const PerfEventSpec& s, pid_t pid, int cpu) {
+  std::string name = kind_name(s);
+  if (pid >= 0) name += " of pid " + std::to_string(pid);
+  if (cpu >= 0) name += (pid >= 0 ? " on cpu " : " of cpu ") + std::to_string(cpu);
+  return name;
+}
 
-PerfEvent::Event PerfEvent::open_one(pid_t pid, int cpu, const PerfEventOptions& o,
-                                     bool task_events) {
+PerfEventSpec spec_of(const PerfEventOptions& o, bool task_events) {
+  PerfEventSpec s;
+  s.frequency = o.frequency;
+  s.inherit = o.inherit;
+  s.enable_on_exec = o.enable_on_exec;
+  s.exclude_kernel = o.exclude_kernel;
+  s.exclude_hv = o.exclude_hv;
+  s.data_pages_log2 = o.data_pages_log2;
+  s.task_events = task_events;
+  return s;
+}
+
+// One event of s on task pid (-1: every task) and cpu (-1: any).
+UniqueFd open_event_fd(const PerfEventSpec& s, pid_t pid, int cpu) {
   perf_event_attr attr{};
   attr.size = sizeof(attr);
   attr.type = PERF_TYPE_SOFTWARE;
   attr.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME;
-  if (task_events) {
+  if (s.task_events) {
     // Samples nothing; its records carry pid, tid and time at their end
     // (sample_id_all), and each wakes the reader.
     attr.config = PERF_COUNT_SW_DUMMY;
@@ -54,32 +82,51 @@ PerfEvent::Event PerfEvent::open_one(pid_t pid, int cpu, const PerfEventOptions&
     // set after it.
     attr.watermark = 1;
   } else {
-    attr.config = PERF_COUNT_SW_CPU_CLOCK;
-    attr.freq = 1;
-    attr.sample_freq = o.frequency;
+    switch (s.kind) {
+      case PerfEventKind::kTaskClock:
+        attr.config = PERF_COUNT_SW_TASK_CLOCK;
+        break;
+      case PerfEventKind::kCycles:
+        attr.type = PERF_TYPE_HARDWARE;
+        attr.config = PERF_COUNT_HW_CPU_CYCLES;
+        break;
+      case PerfEventKind::kCpuClock:
+      default:
+        attr.config = PERF_COUNT_SW_CPU_CLOCK;
+        break;
+    }
+    if (s.period) {
+      attr.sample_period = s.period;
+    } else {
+      attr.freq = 1;
+      attr.sample_freq = s.frequency;
+    }
   }
   attr.disabled = 1;
-  attr.inherit = o.inherit ? 1 : 0;
-  attr.enable_on_exec = o.enable_on_exec ? 1 : 0;
+  // A CPU-wide event cannot inherit.
+  attr.inherit = s.inherit && pid >= 0 ? 1 : 0;
+  attr.enable_on_exec = s.enable_on_exec ? 1 : 0;
   // A dummy event samples nothing: it asks for no kernel privilege.
-  attr.exclude_kernel = task_events || o.exclude_kernel ? 1 : 0;
-  attr.exclude_hv = o.exclude_hv ? 1 : 0;
+  attr.exclude_kernel = s.task_events || s.exclude_kernel ? 1 : 0;
+  attr.exclude_hv = s.exclude_hv ? 1 : 0;
+  // One clock for every event: PERF_EVENT_IOC_SET_OUTPUT refuses to mix them.
   attr.use_clockid = 1;
   attr.clockid = CLOCK_MONOTONIC;
   attr.wakeup_events = 0;
-  if (task_events) attr.wakeup_watermark = 1;
-  long fd = sys_perf_event_open(&attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-  if (fd < 0) throw Error(errno, op::kPerfEventOpen, event_name(pid, cpu));
-  Event ev;
-  ev.fd.reset(static_cast<int>(fd));
+  if (s.task_events) attr.wakeup_watermark = 1;
+  const long fd = sys_perf_event_open(&attr, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+  if (fd < 0) throw Error(errno, op::kPerfEventOpen, event_name(s, pid, cpu));
+  return UniqueFd(static_cast<int>(fd));
+}
+
+MappedRegion map_ring(int fd, unsigned data_pages_log2) {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  const size_t pages = 1 + (size_t{1} << o.data_pages_log2);
-  ev.ring = MappedRegion::map(pages * page, PROT_READ | PROT_WRITE, MAP_SHARED, ev.fd.get());
-  return ev;
+  const size_t pages = 1 + (size_t{1} << data_pages_log2);
+  return MappedRegion::map(pages * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd);
 }
 
 // The threads of process pid (/proc/PID/task), or just pid if unreadable.
-static std::vector<pid_t> threads_of(pid_t pid) {
+std::vector<pid_t> threads_of(pid_t pid) {
   std::vector<pid_t> out;
   if (DIR* d = opendir(("/proc/" + std::to_string(pid) + "/task").c_str())) {
     while (dirent* e = readdir(d)) {
@@ -93,6 +140,89 @@ static std::vector<pid_t> threads_of(pid_t pid) {
   return out;
 }
 
+// The tasks of s, each once: (tid, whether its absence is an error: a
+// pid or tid given, not a thread found in /proc).
+std::vector<std::pair<pid_t, bool>> tasks_of(const PerfEventSpec& s) {
+  std::vector<std::pair<pid_t, bool>> out;
+  std::set<pid_t> seen;
+  for (pid_t pid : s.pids) {
+    for (pid_t tid : threads_of(pid)) {
+      if (seen.insert(tid).second) out.emplace_back(tid, tid == pid);
+    }
+  }
+  for (pid_t tid : s.tids) {
+    if (seen.insert(tid).second) out.emplace_back(tid, true);
+  }
+  return out;
+}
+
+// Whether events on a task go on each CPU (else on cpu -1).
+bool per_cpu(const PerfEventSpec& s) { return s.all_tasks || s.inherit || !s.cpus.empty(); }
+
+}  // namespace
+
+PerfEvent PerfEvent::open(const PerfEventSpec& spec) {
+  PerfEvent p;
+  const std::vector<int> cpus = spec.cpus.empty() ? online_cpus() : spec.cpus;
+  // The event that owns each CPU's ring; the others on that CPU write into
+  // it (an event on cpu -1 may only share a ring of its own task: each of
+  // those has its own).
+  std::map<int, int> ring_owner;
+  auto add = [&](pid_t pid, int cpu) {
+    Event ev;
+    ev.fd = open_event_fd(spec, pid, cpu);
+    const auto owner = cpu >= 0 ? ring_owner.find(cpu) : ring_owner.end();
+    if (owner != ring_owner.end()) {
+      if (::ioctl(ev.fd.get(), PERF_EVENT_IOC_SET_OUTPUT, owner->second) != 0) {
+        throw Error(errno, op::kPerfEventIoctl,
+                    "PERF_EVENT_IOC_SET_OUTPUT of " + event_name(spec, pid, cpu));
+      }
+    } else {
+      ev.ring = map_ring(ev.fd.get(), spec.data_pages_log2);
+      if (cpu >= 0) ring_owner[cpu] = ev.fd.get();
+    }
+    p.events_.push_back(std::move(ev));
+  };
+  if (spec.all_tasks) {
+    for (int cpu : cpus) add(-1, cpu);
+    return p;
+  }
+  // An event follows one task (and, inherited, the tasks it creates later):
+  // the threads that exist already each need their own, as with perf record
+  // -p.
+  const bool each_cpu = per_cpu(spec);
+  for (const auto& [tid, required] : tasks_of(spec)) {
+    try {
+      if (!each_cpu) {
+        add(tid, -1);
+        continue;
+      }
+      for (int cpu : cpus) add(tid, cpu);
+    } catch (const Error& e) {
+      // A thread that exited meanwhile is no error; anything else is.
+      if (e.err() != ESRCH || required) throw;
+    }
+  }
+  return p;
+}
+
+size_t PerfEvent::count(const PerfEventSpec& spec) {
+  const size_t ncpu = spec.cpus.empty() ? online_cpus().size() : spec.cpus.size();
+  if (spec.all_tasks) return ncpu;
+  const size_t ntask = tasks_of(spec).size();
+  return per_cpu(spec) ? ntask * ncpu : ntask;
+}
+
+// Kept for the ABI (its symbol is exported): one event with its own ring.
+PerfEvent::Event PerfEvent::open_one(pid_t pid, int cpu, const PerfEventOptions& o,
+                                     bool task_events) {
+  const PerfEventSpec s = spec_of(o, task_events);
+  Event ev;
+  ev.fd = open_event_fd(s, pid, cpu);
+  ev.ring = map_ring(ev.fd.get(), s.data_pages_log2);
+  return ev;
+}
+
 PerfEvent PerfEvent::open_process(pid_t pid, const PerfEventOptions& options) {
   return open_per_thread(pid, options, false);
 }
@@ -102,34 +232,65 @@ PerfEvent PerfEvent::open_task_events(pid_t pid, const PerfEventOptions& options
 }
 
 PerfEvent PerfEvent::open_per_thread(pid_t pid, const PerfEventOptions& options, bool task_events) {
-  PerfEvent p;
-  // An event follows one task (and, inherited, the tasks it creates later):
-  // the threads that exist already each need their own, as with perf record
-  // -p.  perf_mmap() refuses the ring of an inherited event on any CPU (cpu
-  // -1), since all children would write into one buffer: so, inherited,
-  // one event per thread and CPU.
-  const long ncpu = options.inherit ? sysconf(_SC_NPROCESSORS_ONLN) : 1;
-  for (pid_t tid : threads_of(pid)) {
-    for (int cpu = 0; cpu < ncpu; cpu++) {
-      try {
-        p.events_.push_back(open_one(tid, options.inherit ? cpu : -1, options, task_events));
-      } catch (const Error& e) {
-        // A thread that exited meanwhile is no error; anything else is.
-        if (e.err() != ESRCH || tid == pid) throw;
-        break;
-      }
-    }
-  }
-  return p;
+  PerfEventSpec s = spec_of(options, task_events);
+  s.pids = {pid};
+  return open(s);
 }
 
 PerfEvent PerfEvent::open_all_cpus(const PerfEventOptions& options) {
-  PerfEvent p;
-  PerfEventOptions o = options;
-  o.inherit = false;  // per-CPU events cannot inherit
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-  for (int cpu = 0; cpu < n; cpu++) p.events_.push_back(open_one(-1, cpu, o));
-  return p;
+  PerfEventSpec s = spec_of(options, false);
+  s.all_tasks = true;
+  s.inherit = false;  // per-CPU events cannot inherit
+  return open(s);
+}
+
+bool parse_cpu_list(const std::string& text, std::vector<int>* out) {
+  constexpr unsigned long kMaxCpu = 65535;
+  std::string t = text;
+  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
+  if (t.empty()) return false;
+  std::set<int> cpus;
+  // Each item is a number or a range; the text bounds the items, a range
+  // is at most kMaxCpu + 1 long.
+  for (size_t at = 0; at <= t.size();) {
+    size_t end = t.find(',', at);
+    if (end == std::string::npos) end = t.size();
+    const std::string item = t.substr(at, end - at);
+    const size_t dash = item.find('-');
+    auto number = [&](const std::string& n, unsigned long* v) {
+      if (n.empty() || n.size() > 5 || n.find_first_not_of("0123456789") != std::string::npos) {
+        return false;
+      }
+      *v = std::strtoul(n.c_str(), nullptr, 10);
+      return *v <= kMaxCpu;
+    };
+    unsigned long lo = 0, hi = 0;
+    if (dash == std::string::npos) {
+      if (!number(item, &lo)) return false;
+      hi = lo;
+    } else if (!number(item.substr(0, dash), &lo) || !number(item.substr(dash + 1), &hi) ||
+               hi < lo) {
+      return false;
+    }
+    for (unsigned long c = lo; c <= hi; c++) cpus.insert(static_cast<int>(c));
+    at = end + 1;
+  }
+  out->assign(cpus.begin(), cpus.end());
+  return true;
+}
+
+std::vector<int> online_cpus() {
+  std::vector<int> cpus;
+  FILE* f = std::fopen("/sys/devices/system/cpu/online", "re");
+  if (f) {
+    char buf[4096];
+    const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+    std::fclose(f);
+    if (parse_cpu_list(std::string(buf, n), &cpus)) return cpus;
+  }
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  for (long cpu = 0; cpu < std::max(n, 1L); cpu++) cpus.push_back(static_cast<int>(cpu));
+  return cpus;
 }
 
 void PerfEvent::ioctl_all(unsigned long request) const {

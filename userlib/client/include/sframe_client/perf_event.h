@@ -1,13 +1,18 @@
 // libsframe-client: a perf sampling event for sessions (session.h).
 //
 // A session receives the samples of perf events owned by its process.  This
-// opens the simplest such event: software cpu-clock at a frequency, with
-// PERF_SAMPLE_TID | PERF_SAMPLE_TIME (the module needs no callchain), on a
-// process (inherited by its threads and children) or on every CPU.  Each
-// event gets its ring buffer mapped (1 + 2^n pages): the kernel only outputs
-// samples of an event that has somewhere to put them.  Perf's own records are
-// not needed, so drain() throws them away by moving data_tail up to
-// data_head (counting samples and lost records on the way).
+// opens such events: software cpu-clock at a frequency (open_process(),
+// open_all_cpus()), or cpu-clock, task-clock or hardware cycles at a
+// frequency or a period (open(PerfEventSpec)), with PERF_SAMPLE_TID |
+// PERF_SAMPLE_TIME (the module needs no callchain), on processes or threads
+// (inherited by the threads and children they create) or on every task of
+// a list of CPUs.  The events on one CPU write into one ring buffer (1 + 2^n
+// pages), mapped for the first of them, the others redirected to it with
+// PERF_EVENT_IOC_SET_OUTPUT as perf record does: the kernel only outputs
+// samples of an event that has somewhere to put them, and a ring per
+// thread and CPU would cost locked memory that grows with the threads.
+// Perf's own records are not needed, so drain() throws them away by moving
+// data_tail up to data_head (counting samples and lost records on the way).
 #ifndef SFRAME_CLIENT_PERF_EVENT_H
 #define SFRAME_CLIENT_PERF_EVENT_H
 
@@ -60,6 +65,35 @@ struct TaskEvent {
   bool process_exit() const { return kind == Kind::kExit && pid == tid; }
 };
 
+// The event a PerfEventSpec samples.
+enum class PerfEventKind : uint32_t {
+  kCpuClock = 0,   // software cpu-clock (period in ns of CPU time)
+  kTaskClock = 1,  // software task-clock (period in ns of the task's time)
+  kCycles = 2,     // hardware CPU cycles: ENOENT (or EOPNOTSUPP) without a PMU
+};
+
+// What PerfEvent::open() opens: one kind of event, on tasks or on CPUs.
+// Events on a task are placed on each CPU of `cpus` (with inherit, since
+// perf_mmap() refuses the ring of an inherited event not bound to a CPU;
+// or when cpus is given), else on any CPU (cpu -1).  Events on the same
+// CPU share one ring (PERF_EVENT_IOC_SET_OUTPUT, as perf record does): a
+// process of T threads on C CPUs takes T x C descriptors but C rings.
+struct PerfEventSpec {
+  PerfEventKind kind = PerfEventKind::kCpuClock;
+  uint64_t frequency = 1000;  // samples per second (of the event's time)
+  uint64_t period = 0;        // nonzero: a sample every `period` (ns, cycles) instead
+  std::vector<pid_t> pids;    // processes: every thread of each (/proc/PID/task)
+  std::vector<pid_t> tids;    // threads: each of these only
+  bool all_tasks = false;     // every task (pid -1) on each CPU; pids, tids unused
+  std::vector<int> cpus;      // empty: the online CPUs (online_cpus())
+  bool task_events = false;   // the side-band dummy event (open_task_events())
+  bool inherit = true;        // follow the targets' new threads and children
+  bool enable_on_exec = false;
+  bool exclude_kernel = false;
+  bool exclude_hv = true;
+  unsigned data_pages_log2 = 3;  // each ring: 1 + 2^n pages
+};
+
 // Movable, not copyable; closes its events on destruction.
 class SFRAME_CLIENT_API PerfEvent {
  public:
@@ -70,7 +104,8 @@ class SFRAME_CLIENT_API PerfEvent {
   // Events on every thread of process pid (/proc/PID/task), created
   // disabled: with options.inherit (threads and children created later are
   // followed) one per thread and online CPU, since the kernel refuses to map
-  // the ring of an inherited event not bound to a CPU; else one per thread.
+  // the ring of an inherited event not bound to a CPU (one ring per CPU,
+  // shared); else one per thread (each with its ring).
   // Throws
   // sframe::Error(op::kPerfEventOpen, "pid N") with perf_event_open's errno
   // (EACCES/EPERM: perf_event_paranoid, ESRCH: no such process), or
@@ -86,6 +121,16 @@ class SFRAME_CLIENT_API PerfEvent {
   // (a watermark of one byte): a profiler learns of an exec at once.  Read
   // them with read_task_events(), not drain().
   static PerfEvent open_task_events(pid_t pid, const PerfEventOptions& options = {});
+
+  // The events spec describes, created disabled.  A thread that exits
+  // while they are opened is skipped; a pid given that does not exist is
+  // ESRCH.  Throws sframe::Error(op::kPerfEventOpen, "<event> of pid N on
+  // cpu C") with perf_event_open's errno, op::kMmap, or
+  // op::kPerfEventIoctl (PERF_EVENT_IOC_SET_OUTPUT).
+  static PerfEvent open(const PerfEventSpec& spec);
+  // How many events (descriptors) open(spec) would open now, from the
+  // threads /proc lists: for checking RLIMIT_NOFILE before opening.
+  static size_t count(const PerfEventSpec& spec);
 
   // PERF_EVENT_IOC_ENABLE / DISABLE on every event.  Throws
   // sframe::Error(op::kPerfEventIoctl).
@@ -118,6 +163,15 @@ class SFRAME_CLIENT_API PerfEvent {
   std::vector<Event> events_;
   PerfCounts counts_;
 };
+
+// A CPU list as the kernel writes it (/sys/devices/system/cpu/online) and
+// perf's -C takes: "0-3,5,7-8", sorted and without duplicates into out.
+// False (out unchanged) on anything else: empty items, a range upside
+// down, a number above 65535.
+SFRAME_CLIENT_API bool parse_cpu_list(const std::string& text, std::vector<int>* out);
+// The online CPUs (/sys/devices/system/cpu/online; 0..N-1 from
+// sysconf(_SC_NPROCESSORS_ONLN) when unreadable).
+SFRAME_CLIENT_API std::vector<int> online_cpus();
 
 // /proc/sys/kernel/perf_event_paranoid, or INT_MIN when it cannot be read.
 SFRAME_CLIENT_API int perf_event_paranoid();
