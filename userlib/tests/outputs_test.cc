@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "sframe_client/objects.h"
+#include "sframe_gen/build_id.h"
 #include "sframe_profile/perf_script.h"
 #include "sframe_profile/pprof_writer.h"
 #include "sframe_profile/profile.h"
@@ -83,6 +84,13 @@ constexpr uint64_t kKernelBase = 0xffffffff81000000;
 // This test program's executable mappings as pid kPid's and kOther's (so
 // that its functions are named), a library that is not there, kernel
 // frames named by a kallsyms of the test's, unnamed ones below it.
+// The test program's own build id, which its mapping records carry (a
+// mapping recorded with another one is not symbolized).
+const std::string& ExeBuildId() {
+  static const std::string id = sframe::read_build_id(sframe::self_exe_path());
+  return id;
+}
+
 Recording MakeRecording() {
   Recording r;
   r.meta = {{"hz", "4000"}, {"target", "command demo"}};
@@ -91,7 +99,7 @@ Recording MakeRecording() {
   for (pid_t pid : {kPid, kOther}) {
     for (const sframe::FileMapping& m : maps) {
       if (!m.executable || m.path != sframe::self_exe_path()) continue;
-      r.mapping({pid, m.start, m.end, m.offset, m.path, "0123456789abcdef"});
+      r.mapping({pid, m.start, m.end, m.offset, m.path, ExeBuildId()});
     }
     r.mapping({pid, 0x7f0000000000, 0x7f0000100000, 0, "/nonexistent/libgone.so", ""});
   }
@@ -172,9 +180,12 @@ TEST(Pprof, GzipAndProfileShape) {
   EXPECT_EQ(static_cast<unsigned char>(gz[1]), 0x8b);
   const std::string raw = pprof.serialized();
   // The strings the profile must hold.
-  for (const char* s : {"samples", "count", "cpu", "nanoseconds", "0123456789abcdef",
-                        "/nonexistent/libgone.so", "[kernel.kallsyms]", "vfs_read_[k]", "worker-2",
-                        "(anonymous namespace)::leaf_fn"}) {
+  EXPECT_FALSE(ExeBuildId().empty());
+  for (const std::string& s : {std::string("samples"), std::string("count"), std::string("cpu"),
+                        std::string("nanoseconds"), ExeBuildId(),
+                        std::string("/nonexistent/libgone.so"), std::string("[kernel.kallsyms]"),
+                        std::string("vfs_read_[k]"), std::string("worker-2"),
+                        std::string("(anonymous namespace)::leaf_fn")}) {
     EXPECT_NE(raw.find(s), std::string::npos) << s;
   }
 }
@@ -250,7 +261,7 @@ TEST(Pprof, IndependentReaderAgreesWithReport) {
   // The program's mapping with its build id; the kernel's; the gone library.
   bool exe = false, kernel_map = false, gone = false;
   for (const std::string& m : mappings) {
-    exe |= m.find(" 0123456789abcdef " + sframe::self_exe_path()) != std::string::npos;
+    exe |= m.find(" " + ExeBuildId() + " " + sframe::self_exe_path()) != std::string::npos;
     kernel_map |= m.find(" [kernel.kallsyms]") != std::string::npos;
     gone |= m.find(" 7f0000000000 7f0000100000 0 - /nonexistent/libgone.so") != std::string::npos;
   }

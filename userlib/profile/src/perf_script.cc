@@ -22,7 +22,7 @@ void PerfScriptWriter::on_meta(const std::string& key, const std::string& value)
 }
 
 void PerfScriptWriter::on_mapping(const ProfileMapping& m) {
-  user_->add_mapping(m.pid, m.start, m.end, m.offset, m.path);
+  build_ids_.add_mapping(user_, m);
   for (auto it = stacks_.begin(); it != stacks_.end();) {
     it = it->first[0] == static_cast<uint64_t>(m.pid) ? stacks_.erase(it) : std::next(it);
   }

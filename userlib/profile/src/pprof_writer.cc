@@ -58,7 +58,7 @@ int64_t PprofBuilder::str(const std::string& s) {
 
 void PprofBuilder::on_mapping(const ProfileMapping& m) {
   flush(m.pid);
-  user_->add_mapping(m.pid, m.start, m.end, m.offset, m.path);
+  build_ids_.add_mapping(user_, m);
   auto key = std::make_tuple(m.start, m.end, m.offset, m.path, m.build_id);
   auto [it, inserted] = mapping_ids_.emplace(key, mappings_.size() + 1);
   if (inserted) mappings_.push_back({m.start, m.end, m.offset, m.path, m.build_id});

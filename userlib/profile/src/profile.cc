@@ -546,8 +546,15 @@ void read_profile(std::istream& in, const std::string& name, ProfileHandler* han
   }
 }
 
+BuildIdCheck::BuildIdCheck()
+    : warn_([](const std::string& w) { std::fprintf(stderr, "sframe-prof: warning: %s\n", w.c_str()); }) {}
+
 BuildIdCheck::BuildIdCheck(std::function<void(const std::string&)> warn)
     : warn_(std::move(warn)) {}
+
+void BuildIdCheck::add_mapping(Symbolizer* sym, const ProfileMapping& m) {
+  sym->add_mapping(m.pid, m.start, m.end, m.offset, m.path, matches(m));
+}
 
 bool BuildIdCheck::matches(const ProfileMapping& m) {
   if (m.build_id.empty()) return true;
@@ -572,11 +579,7 @@ bool BuildIdCheck::matches(const ProfileMapping& m) {
 }
 
 StackFolder::StackFolder(Symbolizer* user, const KernelSymbolizer* kernel)
-    : user_(user),
-      kernel_(kernel && kernel->usable() ? kernel : nullptr),
-      build_ids_([](const std::string& w) {
-        std::fprintf(stderr, "sframe-prof: warning: %s\n", w.c_str());
-      }) {}
+    : user_(user), kernel_(kernel && kernel->usable() ? kernel : nullptr) {}
 
 void StackFolder::set_warning_sink(std::function<void(const std::string&)> sink) {
   build_ids_.set_warn(std::move(sink));
@@ -584,20 +587,7 @@ void StackFolder::set_warning_sink(std::function<void(const std::string&)> sink)
 
 void StackFolder::on_mapping(const ProfileMapping& m) {
   flush(m.pid);
-  std::vector<ProfileMapping>& mine = unsymbolized_[m.pid];
-  mine.erase(std::remove_if(mine.begin(), mine.end(),
-                            [&](const ProfileMapping& o) {
-                              return o.start < m.end && m.start < o.end;
-                            }),
-             mine.end());
-  if (build_ids_.matches(m)) {
-    user_->add_mapping(m.pid, m.start, m.end, m.offset, m.path);
-  } else {
-    // Another file than the one recorded: the symbolizer gets no path (it
-    // would name the frames with the wrong file's symbols).
-    user_->add_mapping(m.pid, m.start, m.end, m.offset, std::string());
-    mine.push_back(m);
-  }
+  build_ids_.add_mapping(user_, m);
 }
 
 void StackFolder::on_comm(pid_t pid, const std::string& name) {
@@ -612,22 +602,13 @@ std::vector<std::string> StackFolder::fold(uint32_t spid, const std::vector<uint
   auto c = comm_.find(pid);
   out.push_back(c != comm_.end() ? c->second : "pid " + std::to_string(pid));
   const std::vector<Symbol> user = user_->symbolize_frames(pid, user_frames);
-  auto unsymbolized = unsymbolized_.find(pid);
-  for (size_t i = user.size(); i-- > 0;) {
-    const Symbol& sym = user[i];
-    if (sym.found()) {
-      out.push_back(sym.function());
-    } else if (!sym.object.empty()) {
-      out.push_back("[" + sym.object.substr(sym.object.rfind('/') + 1) + "]");
+  for (auto it = user.rbegin(); it != user.rend(); ++it) {
+    if (it->found()) {
+      out.push_back(it->function());
+    } else if (!it->object.empty()) {
+      out.push_back("[" + it->object.substr(it->object.rfind('/') + 1) + "]");
     } else {
-      std::string name = "[unknown]";
-      if (unsymbolized != unsymbolized_.end()) {
-        const uint64_t at = i == 0 ? user_frames[i] : user_frames[i] - 1;
-        for (const ProfileMapping& m : unsymbolized->second) {
-          if (at >= m.start && at < m.end) name = "[" + m.path.substr(m.path.rfind('/') + 1) + "]";
-        }
-      }
-      out.push_back(name);
+      out.push_back("[unknown]");
     }
   }
   for (auto it = kernel.rbegin(); it != kernel.rend(); ++it) {

@@ -508,7 +508,7 @@ void Symbolizer::forget_process(pid_t pid) {
 }
 
 void Symbolizer::add_mapping(pid_t pid, uint64_t start, uint64_t end, uint64_t offset,
-                             const std::string& path) {
+                             const std::string& path, bool symbols) {
   std::lock_guard<std::mutex> lock(mu_);
   from_data_.insert(pid);
   std::vector<Mapping>& maps = maps_[pid];
@@ -517,7 +517,7 @@ void Symbolizer::add_mapping(pid_t pid, uint64_t start, uint64_t end, uint64_t o
              maps.end());
   auto at = std::lower_bound(maps.begin(), maps.end(), start,
                              [](const Mapping& m, uint64_t v) { return m.start < v; });
-  maps.insert(at, Mapping{start, end, offset, path, nullptr});
+  maps.insert(at, Mapping{start, end, offset, path, nullptr, symbols});
 }
 
 void Symbolizer::set_jit_map_dir(const std::string& dir) {
@@ -581,6 +581,13 @@ Symbol Symbolizer::symbolize(pid_t pid, uint64_t address) {
   std::lock_guard<std::mutex> lock(mu_);
   Mapping* m = find_mapping(pid, address);
   if (!m) return jit_map_for(pid).symbolize(address);
+  if (!m->symbols) {
+    Symbol s;
+    s.address = address;
+    s.object = m->path;
+    s.object_offset = address - m->start + m->offset;
+    return s;
+  }
   if (!m->table) m->table = &table_for(m->path);
   Table& t = *m->table;
   const uint64_t file_off = address - m->start + m->offset;

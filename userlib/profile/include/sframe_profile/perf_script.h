@@ -61,6 +61,7 @@ class PerfScriptWriter : public ProfileHandler {
   std::unordered_map<StackKey, std::string, StackKeyHash> stacks_;
   FILE* out_;
   Symbolizer* user_;
+  BuildIdCheck build_ids_;  // a mapping of another file than recorded: not symbolized
   const KernelSymbolizer* kernel_;
   std::map<pid_t, std::string> comm_;
   std::string event_ = "cpu-clock";

@@ -91,6 +91,7 @@ class PprofBuilder : public ProfileHandler {
   std::map<pid_t, std::unordered_map<Addresses, uint64_t, AddressesHash>> pending_;
 
   Symbolizer* user_;
+  BuildIdCheck build_ids_;  // a mapping of another file than recorded: not symbolized
   const KernelSymbolizer* kernel_;
   std::vector<std::string> strings_{""};
   std::unordered_map<std::string, int64_t> string_ids_{{"", 0}};

@@ -121,8 +121,14 @@ void read_profile(std::istream& in, const std::string& name, ProfileHandler* han
 // same build id.  Each file's build id is read once.
 class BuildIdCheck {
  public:
+  // Warnings go to stderr ("sframe-prof: warning: ...") unless set_warn().
+  BuildIdCheck();
   explicit BuildIdCheck(std::function<void(const std::string&)> warn);
   void set_warn(std::function<void(const std::string&)> warn) { warn_ = std::move(warn); }
+  // Gives sym the recorded mapping m, to be symbolized with the file at its
+  // path only when matches(m): every consumer of a data file (StackFolder,
+  // PprofBuilder, PerfScriptWriter) hands its mappings over this way.
+  void add_mapping(Symbolizer* sym, const ProfileMapping& m);
   // True when m has no recorded build id, when no file can be read at its
   // path (nothing can be symbolized with it anyway), or when the file has
   // m.build_id.  False when it has another or none: warn() is called once
@@ -142,8 +148,8 @@ class BuildIdCheck {
 // symbol for it, "[unknown]" outside every known mapping.  Kernel frames:
 // "name_[k]" through kernel (when given and usable), else one "[kernel]".
 // A mapping whose recorded build id differs from the file now at its path
-// is not symbolized with that file: its frames are "[object]" (and a
-// warning goes to the warning sink, once per object).
+// is not symbolized with that file (BuildIdCheck): its frames are
+// "[object]" (and a warning goes to the warning sink, once per object).
 //
 // Samples are counted by their addresses first; a distinct stack of
 // addresses is symbolized once, before its process's next mmap or comm
@@ -181,8 +187,6 @@ class StackFolder : public ProfileHandler {
   Symbolizer* user_;
   const KernelSymbolizer* kernel_;
   BuildIdCheck build_ids_;
-  // Per pid, mappings not given to user_ (wrong build id): named only.
-  std::map<pid_t, std::vector<ProfileMapping>> unsymbolized_;
   std::map<pid_t, std::string> comm_;
   mutable std::map<pid_t, std::unordered_map<Addresses, uint64_t, AddressesHash>> pending_;
   mutable std::map<std::vector<std::string>, uint64_t> stacks_;

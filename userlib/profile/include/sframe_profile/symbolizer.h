@@ -102,9 +102,11 @@ class Symbolizer {
   // The same from recorded data instead of /proc (e.g. a profile read after
   // the process is gone): one file mapping [start, end) of pid at file
   // offset `offset`, replacing those of pid it overlaps.  A pid given
-  // mappings this way is never looked up in /proc.
+  // mappings this way is never looked up in /proc.  symbols false: the
+  // file at path is not the one recorded (its build id differs), so its
+  // addresses get the object and offset, never a name from that file.
   void add_mapping(pid_t pid, uint64_t start, uint64_t end, uint64_t offset,
-                   const std::string& path);
+                   const std::string& path, bool symbols = true);
 
   // Where perf's JIT map of pid is looked for ("/tmp" by default): tests.
   void set_jit_map_dir(const std::string& dir);
@@ -116,6 +118,7 @@ class Symbolizer {
     uint64_t start, end, offset;
     std::string path;
     Table* table;  // tables_[path], set on first use
+    bool symbols = true;  // false: object and offset only (add_mapping)
   };
   Table& table_for(const std::string& path);
   Symbol lookup(Table& t, const std::string& path, uint64_t address, uint64_t bias);
