@@ -25,37 +25,17 @@
 #include <sstream>
 
 #include "sessions.h"
+#include "prof_tool.h"
 #include "vmtest.h"
 #include "sframe_profile/profile.h"
 #include "sframe_profile/symbolizer.h"
 
-#ifndef SFRAME_PROF_TOOL_REL
-#error "SFRAME_PROF_TOOL_REL (sframe-prof, relative to this program's directory) must be defined"
-#endif
-
 namespace {
 
-std::string ProfTool() { return vmtest::BuildTreeFile(SFRAME_PROF_TOOL_REL); }
-
-struct Result {
-  int status = -1;
-  std::string output;
-};
-
-// sframe-prof ARGS (a shell command line), stdout and stderr together.
-Result Prof(const std::string& args) {
-  Result r;
-  const std::string cmd = ProfTool() + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof(buf), p)) > 0;) r.output.append(buf, n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return r;
-}
-
-bool CanProfile() { return geteuid() == 0 || sframe::perf_event_paranoid() <= 2; }
+using Result = vmtest::ShellResult;
+using vmtest::CanProfile;
+using vmtest::Prof;
+using vmtest::ProfTool;
 
 const char* const kPrograms[] = {"children_hash", "children_sort", "children_thread"};
 

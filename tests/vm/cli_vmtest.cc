@@ -28,35 +28,15 @@
 #include <sstream>
 #include <thread>
 
+#include "prof_tool.h"
 #include "sessions.h"
 #include "vmtest.h"
 
-#ifndef SFRAME_PROF_TOOL_REL
-#error "SFRAME_PROF_TOOL_REL (sframe-prof, relative to this program's directory) must be defined"
-#endif
-
 namespace {
 
-std::string ProfTool() { return vmtest::BuildTreeFile(SFRAME_PROF_TOOL_REL); }
-
-struct Result {
-  int status = -1;  // exit code, or 128 + signal
-  std::string output;
-};
-
-// Runs a shell command line, stdout and stderr together.
-Result Shell(const std::string& cmd) {
-  Result r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof(buf), p)) > 0;) r.output.append(buf, n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return r;
-}
-
-Result Prof(const std::string& args) { return Shell(ProfTool() + " " + args); }
+using Result = vmtest::ShellResult;
+using vmtest::Prof;
+using vmtest::ProfTool;
 
 bool IsRoot() { return geteuid() == 0; }
 

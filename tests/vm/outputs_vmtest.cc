@@ -23,39 +23,21 @@
 #include <utility>
 #include <vector>
 
+#include "prof_tool.h"
 #include "sessions.h"
 #include "vmtest.h"
 
-#ifndef SFRAME_PROF_TOOL_REL
-#error "SFRAME_PROF_TOOL_REL must be defined"
-#endif
 #ifndef SFRAME_DEMO_WORKLOAD_REL
 #error "SFRAME_DEMO_WORKLOAD_REL must be defined"
 #endif
 
 namespace {
 
-struct Result {
-  int status = -1;  // exit code, or 128 + signal
-  std::string output;
-};
-
-Result RunShell(const std::string& cmd) {
-  Result r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof(buf), p)) > 0;) r.output.append(buf, n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return r;
-}
-
-Result Prof(const std::string& args) {
-  return RunShell(vmtest::BuildTreeFile(SFRAME_PROF_TOOL_REL) + " " + args);
-}
-
-bool CanProfile() { return geteuid() == 0 || sframe::perf_event_paranoid() <= 2; }
+using Result = vmtest::ShellResult;
+using vmtest::CanProfile;
+using vmtest::Prof;
+using vmtest::ProfTool;
+using vmtest::RunShell;
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);

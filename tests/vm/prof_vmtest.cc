@@ -29,41 +29,21 @@
 #include "sessions.h"
 #include "sframe_gen/build_id.h"
 #include "sframe_profile/profile.h"
+#include "prof_tool.h"
 #include "vmtest.h"
 
-#ifndef SFRAME_PROF_TOOL_REL
-#error "SFRAME_PROF_TOOL_REL (sframe-prof, relative to this program's directory) must be defined"
-#endif
 #ifndef SFRAME_DEMO_REL
 #error "SFRAME_DEMO_REL (examples/demo_workload, relative to this program's directory) must be defined"
 #endif
 
 namespace {
 
-// sframe-prof of this build tree, wherever the rig shows the tree.
-std::string ProfTool() { return vmtest::BuildTreeFile(SFRAME_PROF_TOOL_REL); }
-
-struct Result {
-  int status = -1;  // exit code, or 128 + signal
-  std::string output;
-};
-
-// Runs sframe-prof ARGS (a shell command line), stdout and stderr together.
-Result Prof(const std::string& args) {
-  Result r;
-  const std::string cmd = ProfTool() + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof(buf), p)) > 0;) r.output.append(buf, n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  return r;
-}
+using Result = vmtest::ShellResult;
+using vmtest::CanProfile;
+using vmtest::Prof;
+using vmtest::ProfTool;
 
 std::string Workload() { return vmtest::NextToSelf("qsort_workload"); }
-
-bool CanProfile() { return geteuid() == 0 || sframe::perf_event_paranoid() <= 2; }
 
 struct FoldedCheck {
   uint64_t samples = 0;

@@ -172,6 +172,15 @@ std::vector<std::string> ChildTail(const std::string& scenario);
 // Path of a file next to this program (test libraries).
 std::string NextToSelf(const std::string& name);
 
+// A shell command line run to its end: its exit status (128 + the signal
+// when one killed it; -1 when it could not be started) and its stdout and
+// stderr together.
+struct ShellResult {
+  int status = -1;
+  std::string output;
+};
+ShellResult RunShell(const std::string& cmd);
+
 // Path of a file of the build tree (a tool, the audit library) given by its
 // path relative to this program's directory (CMake computes it, see
 // sframe_vmtest_tool_path in tests/vm/CMakeLists.txt), made normal ("a/../b"
