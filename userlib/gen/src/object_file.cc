@@ -19,6 +19,12 @@ namespace {
 SourceIdentity identity_of(int fd, const std::string& name) {
   struct stat st;
   if (::fstat(fd, &st) != 0) throw Error(errno, op::kReadElf, name);
+  return source_identity(st);
+}
+
+}  // namespace
+
+SourceIdentity source_identity(const struct stat& st) {
   SourceIdentity id;
   id.dev = st.st_dev;
   id.ino = st.st_ino;
@@ -26,8 +32,6 @@ SourceIdentity identity_of(int fd, const std::string& name) {
   id.mtime_ns = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
   return id;
 }
-
-}  // namespace
 
 void ObjectFile::read(const std::string& name) {
   name_ = name;

@@ -109,12 +109,7 @@ const char* to_string(CacheResult r) {
 SourceIdentity identify_file(const std::string& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) throw Error(errno, op::kReadElf, path);
-  SourceIdentity id;
-  id.dev = st.st_dev;
-  id.ino = st.st_ino;
-  id.size = static_cast<uint64_t>(st.st_size);
-  id.mtime_ns = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
-  return id;
+  return source_identity(st);
 }
 
 void write_sframe_file(const std::string& path, const GeneratedSframe& g,

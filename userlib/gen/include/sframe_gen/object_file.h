@@ -12,6 +12,7 @@
 #ifndef SFRAME_GEN_OBJECT_FILE_H
 #define SFRAME_GEN_OBJECT_FILE_H
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -33,6 +34,9 @@ struct SourceIdentity {
   }
   bool operator!=(const SourceIdentity& o) const { return !(*this == o); }
 };
+
+// The identity of the file st describes (of stat() or fstat()).
+SourceIdentity source_identity(const struct stat& st);
 
 // What a profiler needs of an ELF file's program headers, in the file's own
 // virtual addresses.
