@@ -29,6 +29,7 @@
 #include "sessions.h"
 #include "sframe_gen/build_id.h"
 #include "sframe_profile/profile.h"
+#include "sframe_test/profile_contents.h"
 #include "prof_tool.h"
 #include "vmtest.h"
 
@@ -95,19 +96,7 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-// Everything a data file holds, in order.
-struct Contents : sframe::ProfileHandler {
-  std::vector<std::pair<std::string, std::string>> meta;
-  std::vector<sframe::ProfileMapping> maps;
-  std::vector<std::pair<pid_t, std::string>> comms;
-  std::vector<sframe::Sample> samples;
-  uint64_t lost = 0;
-  void on_meta(const std::string& k, const std::string& v) override { meta.emplace_back(k, v); }
-  void on_mapping(const sframe::ProfileMapping& m) override { maps.push_back(m); }
-  void on_comm(pid_t p, const std::string& n) override { comms.emplace_back(p, n); }
-  void on_sample(const sframe::Sample& s) override { samples.push_back(s); }
-  void on_lost(uint64_t n) override { lost += n; }
-};
+using Contents = sframe::ProfileContents;
 
 // Copies data to out without the samples taken before t_ns (mappings and
 // names kept in their place); *dropped counts them.

@@ -16,6 +16,7 @@
 #include "sframe_profile/build_ids.h"
 #include "sframe_profile/flamegraph.h"
 #include "sframe_profile/profile.h"
+#include "sframe_test/profile_contents.h"
 #include "sframe_profile/symbolizer.h"
 #include "sframe_test/errno_of.h"
 
@@ -36,18 +37,7 @@ std::string TempPath(const std::string& name) {
   return std::string(dir ? dir : "/tmp") + "/profile_test." + std::to_string(getpid()) + "." + name;
 }
 
-struct Collect : sframe::ProfileHandler {
-  std::vector<std::pair<std::string, std::string>> meta;
-  std::vector<sframe::ProfileMapping> maps;
-  std::vector<std::pair<pid_t, std::string>> comms;
-  std::vector<sframe::Sample> samples;
-  uint64_t lost = 0;
-  void on_meta(const std::string& k, const std::string& v) override { meta.emplace_back(k, v); }
-  void on_mapping(const sframe::ProfileMapping& m) override { maps.push_back(m); }
-  void on_comm(pid_t p, const std::string& n) override { comms.emplace_back(p, n); }
-  void on_sample(const sframe::Sample& s) override { samples.push_back(s); }
-  void on_lost(uint64_t n) override { lost += n; }
-};
+using Collect = sframe::ProfileContents;
 
 sframe::Sample MakeSample(uint32_t pid, std::vector<uint64_t> user, std::vector<uint64_t> kernel) {
   sframe::Sample s;
