@@ -9,6 +9,12 @@
  * over and over, so a small direct-mapped cache of (pc -> row) makes the
  * steady-state cost of an SFrame frame that of a hash and a copy.
  *
+ * Each entry keeps the row twice: whole, and pre-reduced to the common
+ * AMD64 rule (struct sframe_rule, 12 bytes) that unwind.c's per-frame
+ * fast path applies directly, so a hit copies 12 bytes rather than 36 and
+ * tests a flag rather than the row's kinds (docs/benchmarks.md).  64
+ * bytes per entry, 32 KiB per registering process.
+ *
  * Correctness: an entry carries the registry generation it was decoded
  * under; registering or unregistering a section bumps the generation, so
  * nothing decoded from a section survives its removal.  A process that
@@ -21,29 +27,16 @@
  * writer that loses a race simply does not cache, and a torn read is
  * detected by the sequence and treated as a miss.
  */
-#include <linux/hash.h>
+#include <linux/limits.h>
 #include <linux/moduleparam.h>
 #include <linux/slab.h>
 
 #include "row_cache.h"
 
-#define SFRAME_ROW_CACHE_BITS 9
-
 /* Off: every frame is decoded from its section (to measure, to debug). */
-static bool row_cache = true;
-module_param(row_cache, bool, 0644);
+bool sframe_row_cache_enabled = true;
+module_param_named(row_cache, sframe_row_cache_enabled, bool, 0644);
 MODULE_PARM_DESC(row_cache, "Cache decoded SFrame rows per process (default: on)");
-
-struct sframe_row_cache_entry {
-	u32 seq; /* odd while being written */
-	u32 gen;
-	unsigned long pc;
-	struct sframe_row row;
-};
-
-struct sframe_row_cache {
-	struct sframe_row_cache_entry e[1 << SFRAME_ROW_CACHE_BITS];
-};
 
 struct sframe_row_cache *sframe_row_cache_alloc(void)
 {
@@ -55,19 +48,13 @@ void sframe_row_cache_free(struct sframe_row_cache *cache)
 	kvfree(cache);
 }
 
-static struct sframe_row_cache_entry *
-sframe_row_cache_slot(struct sframe_row_cache *cache, unsigned long pc)
-{
-	return &cache->e[hash_long(pc, SFRAME_ROW_CACHE_BITS)];
-}
-
 bool sframe_row_cache_lookup(struct sframe_row_cache *cache, u32 gen,
 			     unsigned long pc, struct sframe_row *row)
 {
 	struct sframe_row_cache_entry *e = sframe_row_cache_slot(cache, pc);
 	u32 seq = READ_ONCE(e->seq);
 
-	if ((seq & 1) || !READ_ONCE(row_cache))
+	if ((seq & 1) || !READ_ONCE(sframe_row_cache_enabled))
 		return false;
 	smp_rmb();
 	if (READ_ONCE(e->pc) != pc || READ_ONCE(e->gen) != gen)
@@ -77,19 +64,51 @@ bool sframe_row_cache_lookup(struct sframe_row_cache *cache, u32 gen,
 	return READ_ONCE(e->seq) == seq;
 }
 
+static bool sframe_fits_s16(s32 v)
+{
+	return v >= S16_MIN && v <= S16_MAX;
+}
+
+/* The fast form of row, if it has one (see struct sframe_rule). */
+static struct sframe_rule sframe_row_rule(const struct sframe_row *row)
+{
+	struct sframe_rule rule = {};
+
+	if (row->outermost || row->signal_frame || row->cfa_deref ||
+	    (row->cfa_reg != SFRAME_REG_RSP && row->cfa_reg != SFRAME_REG_RBP) ||
+	    row->ra.kind != SFRAME_LOC_CFA_OFFSET ||
+	    !sframe_fits_s16(row->ra.offset))
+		return rule;
+	if (row->fp.kind == SFRAME_LOC_CFA_OFFSET &&
+	    sframe_fits_s16(row->fp.offset)) {
+		rule.fp_off = row->fp.offset;
+		rule.flags |= SFRAME_RULE_FP_SAVED;
+	} else if (row->fp.kind != SFRAME_LOC_SAME) {
+		return rule;
+	}
+	rule.cfa_off = row->cfa_offset;
+	rule.ra_off = row->ra.offset;
+	rule.flags |= SFRAME_RULE_FAST;
+	if (row->cfa_reg == SFRAME_REG_RBP)
+		rule.flags |= SFRAME_RULE_CFA_FP;
+	return rule;
+}
+
 void sframe_row_cache_store(struct sframe_row_cache *cache, u32 gen,
 			    unsigned long pc, const struct sframe_row *row)
 {
 	struct sframe_row_cache_entry *e = sframe_row_cache_slot(cache, pc);
+	struct sframe_rule rule = sframe_row_rule(row);
 	u32 seq = READ_ONCE(e->seq);
 
-	if (!READ_ONCE(row_cache))
+	if (!READ_ONCE(sframe_row_cache_enabled))
 		return;
 	if ((seq & 1) || cmpxchg(&e->seq, seq, seq + 1) != seq)
 		return;
 	smp_wmb();
 	WRITE_ONCE(e->pc, pc);
 	WRITE_ONCE(e->gen, gen);
+	e->rule = rule;
 	e->row = *row;
 	smp_wmb();
 	WRITE_ONCE(e->seq, seq + 2);
