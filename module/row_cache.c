@@ -20,7 +20,11 @@
  * nothing decoded from a section survives its removal.  A process that
  * rewrites its own registered .sframe in place may get its old rows back:
  * that only affects its own unwinds, as the header validated at
- * registration does.
+ * registration does.  Likewise for SFRAME_RULE_NOT_SIGRETURN, the result
+ * of reading the process's text at a return address: a process that
+ * writes the rt_sigreturn trampoline's bytes over code it returned
+ * through before gets that signal frame unwound as an ordinary frame, in
+ * its own walks, until the entry is replaced or the registry changes.
  *
  * Concurrency: the threads of a process share the cache.  Each entry is a
  * tiny seqlock whose writer only ever trylocks: a reader never waits, a
@@ -95,12 +99,15 @@ static struct sframe_rule sframe_row_rule(const struct sframe_row *row)
 }
 
 void sframe_row_cache_store(struct sframe_row_cache *cache, u32 gen,
-			    unsigned long pc, const struct sframe_row *row)
+			    unsigned long pc, const struct sframe_row *row,
+			    bool not_sigreturn)
 {
 	struct sframe_row_cache_entry *e = sframe_row_cache_slot(cache, pc);
 	struct sframe_rule rule = sframe_row_rule(row);
 	u32 seq = READ_ONCE(e->seq);
 
+	if (not_sigreturn)
+		rule.flags |= SFRAME_RULE_NOT_SIGRETURN;
 	if (!READ_ONCE(sframe_row_cache_enabled))
 		return;
 	if ((seq & 1) || cmpxchg(&e->seq, seq, seq + 1) != seq)

@@ -23,6 +23,12 @@
 #define SFRAME_RULE_FAST	0x01 /* cfa_off, ra_off, fp_off are the row */
 #define SFRAME_RULE_CFA_FP	0x02 /* CFA from FP, not SP */
 #define SFRAME_RULE_FP_SAVED	0x04 /* caller's FP at CFA + fp_off */
+/*
+ * The return address pc + 1 was read and is not the start of the
+ * rt_sigreturn trampoline (unwind.c: the 1-in-16 text check for
+ * 16-byte-aligned return addresses need not be redone on a hit).
+ */
+#define SFRAME_RULE_NOT_SIGRETURN 0x08
 
 struct sframe_rule {
 	s32 cfa_off;
@@ -82,7 +88,12 @@ sframe_row_cache_lookup_rule(struct sframe_row_cache *cache, u32 gen,
 bool sframe_row_cache_lookup(struct sframe_row_cache *cache, u32 gen,
 			     unsigned long pc, struct sframe_row *row);
 
+/*
+ * Cache row for pc under gen; not_sigreturn: pc + 1 was checked and is
+ * not the rt_sigreturn trampoline (SFRAME_RULE_NOT_SIGRETURN).
+ */
 void sframe_row_cache_store(struct sframe_row_cache *cache, u32 gen,
-			    unsigned long pc, const struct sframe_row *row);
+			    unsigned long pc, const struct sframe_row *row,
+			    bool not_sigreturn);
 
 #endif /* SFRAME_ROW_CACHE_H */

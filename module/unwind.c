@@ -278,7 +278,8 @@ static int sframe_step(struct sframe_user_unwind *uw)
 			return ret;
 		/* Discovery may have made the registry (and its cache). */
 		if (uw->smm && gen)
-			sframe_row_cache_store(uw->rows, gen, pc, &row);
+			sframe_row_cache_store(uw->rows, gen, pc, &row,
+					       !uw->topmost);
 	}
 
 	if (row.outermost) {
@@ -508,8 +509,8 @@ fault:
  * up, the RA is a user address), in fewer instructions: an inline cache
  * probe copying 12 bytes, and RA and saved FP read in one user-access
  * window.  Returns 0 (stepped), SFRAME_STEP_SLOW (a miss, a row without a
- * fast form, or a 16-byte-aligned return address), or a negative errno
- * with uw->stop set.
+ * fast form, or a return address whose trampoline check is not cached),
+ * or a negative errno with uw->stop set.
  */
 static __always_inline int sframe_step_cached(struct sframe_user_unwind *uw)
 {
@@ -521,8 +522,8 @@ static __always_inline int sframe_step_cached(struct sframe_user_unwind *uw)
 					  sframe_mm_generation(uw->smm),
 					  uw->ip - 1, &rule))
 		return SFRAME_STEP_SLOW;
-	/* The trampoline check of a 16-byte-aligned RA: the general path. */
-	if (!(rule.flags & SFRAME_RULE_FAST) || !(uw->ip & 15))
+	if (!(rule.flags & SFRAME_RULE_FAST) ||
+	    (!(uw->ip & 15) && !(rule.flags & SFRAME_RULE_NOT_SIGRETURN)))
 		return SFRAME_STEP_SLOW;
 
 	cfa = (rule.flags & SFRAME_RULE_CFA_FP) ? uw->bp : uw->sp;
