@@ -1,0 +1,14 @@
+#!/bin/bash
+# In the VM (tests/vm/run-vm.sh --run): load each module file in turn and
+# run the benchmark command with it, so that builds of the module are
+# compared in one boot (ratios are comparable within a run only).
+# Usage: bench/module_variants.sh 'BENCH CMD' MODULE.ko...
+set -u
+cmd=${1:?usage: $0 'BENCH CMD' MODULE.ko...}
+shift
+for ko in "$@"; do
+	rmmod sframe_unwind || exit 1
+	insmod "$ko" || exit 1
+	echo "=== module $ko ($(date +%T), load $(cut -d' ' -f1-3 /proc/loadavg))"
+	bash -c "$cmd" || exit 1
+done
