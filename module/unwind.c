@@ -591,19 +591,26 @@ static noinline bool sframe_unwind_next_slow(struct sframe_user_unwind *uw)
 	return ok;
 }
 
+/* The fast path, then the general one where it does not apply. */
+static noinline bool sframe_unwind_next_cached(struct sframe_user_unwind *uw)
+{
+	int ret = sframe_step_cached(uw);
+
+	if (ret != SFRAME_STEP_SLOW)
+		return ret == 0;
+	return sframe_unwind_next_slow(uw);
+}
+
 /*
- * The fast path first, kept apart from the general one (noinline above)
- * so that it has no stack frame to speak of, nor a stack canary.
+ * Two paths kept apart (noinline), so that the fast one has no stack
+ * canary nor the general one's frame, and this dispatch none at all: the
+ * frame-pointer walk and the first frame pay a few tests and a jump.
  */
 bool sframe_unwind_next(struct sframe_user_unwind *uw)
 {
-	if (!uw->topmost && !uw->stop && uw->rows &&
-	    (uw->flags & SFRAME_UNWIND_F_SFRAME)) {
-		int ret = sframe_step_cached(uw);
-
-		if (ret != SFRAME_STEP_SLOW)
-			return ret == 0;
-	}
+	if ((uw->flags & SFRAME_UNWIND_F_SFRAME) && !uw->topmost &&
+	    !uw->stop && uw->rows)
+		return sframe_unwind_next_cached(uw);
 	return sframe_unwind_next_slow(uw);
 }
 
