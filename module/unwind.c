@@ -276,7 +276,11 @@ static int sframe_step(struct sframe_user_unwind *uw)
 		ret = sframe_lookup_row(uw, pc, &row);
 		if (ret)
 			return ret;
-		/* Discovery may have made the registry (and its cache). */
+		/*
+		 * Discovery may have made the registry (and its cache).
+		 * Below the top, ip (pc + 1) was checked for the trampoline
+		 * before this step (sframe_unwind_next_slow()).
+		 */
 		if (uw->smm && gen)
 			sframe_row_cache_store(uw->rows, gen, pc, &row,
 					       !uw->topmost);
