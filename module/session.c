@@ -687,14 +687,15 @@ static size_t sframe_ring_get_user(struct sframe_session *s,
 	return copy_to_user(dst + first, s->ring, len - first);
 }
 
+/* A header is one word, at a word-aligned position: it never wraps. */
+static_assert(sizeof(struct sframe_record_header) == sizeof(u64));
 static void sframe_ring_peek_header(struct sframe_session *s, u64 pos,
 				    struct sframe_record_header *h)
 {
-	u32 off = pos & (s->ring_size - 1);
-	u32 first = min_t(u32, sizeof(*h), s->ring_size - off);
+	const u64 *ring = (const u64 *)s->ring;
+	u64 word = ring[(pos / sizeof(u64)) & (s->ring_size / sizeof(u64) - 1)];
 
-	memcpy(h, s->ring + off, first);
-	memcpy((u8 *)h + first, s->ring, sizeof(*h) - first);
+	memcpy(h, &word, sizeof(*h));
 }
 
 ssize_t sframe_session_read(struct sframe_session *s, struct file *file,
