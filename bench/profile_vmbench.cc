@@ -9,14 +9,19 @@
 // rate (1 kHz, 10 kHz) it runs:
 //   none      no event: the baseline
 //   perf-only the cpu-clock event with its ring drained, no session
-//   session   the event and a session (this module), records read as they
-//             come
+//   session   the event and a session (this module), its records read as
+//             they come and written unparsed to a file in /tmp, as perf
+//             record does with its ring's samples
 // and, when `perf` is installed (linux-perf), `perf record -e cpu-clock -F
 // HZ --call-graph fp` on the same workload built with frame pointers
 // (session_workload_fpbuild) and `--call-graph dwarf` on the same workload.  Each
-// is run kRuns times; the median of the workload's own elapsed time is
+// is run g_runs times; the median of the workload's own elapsed time is
 // shown with the slowdown against the baseline, and bytes per sample (the
 // session's read() bytes per record, or perf.data's size per sample).
+//
+// `profile_vmbench cost [SECONDS [RUNS]]` prints this table alone, with the
+// workload calibrated to SECONDS (default 2) and RUNS runs a row (default
+// 3), e.g. for a quick comparison of two builds of the module.
 //
 // Then (alone with the argument `data`) the data files: bytes per sample of
 // `sframe-prof record`, `perf record --call-graph fp` and `--call-graph
@@ -47,8 +52,8 @@ extern char** environ;
 
 namespace {
 
-constexpr int kRuns = 3;
-constexpr double kTargetSeconds = 2.0;
+int g_runs = 3;
+double g_target_seconds = 2.0;
 
 struct Child {
   pid_t pid = -1;
@@ -154,15 +159,34 @@ Result RunOurs(const std::string& workload, uint64_t rounds, Mode mode, uint64_t
     so.wakeup_bytes = SFRAME_SESSION_DEFAULT_BUFFER / 4;
     s.emplace(sframe::Session::start(sframe::Target::kProcess, c.pid, so));
   }
+  // The session's reader does what perf record's does while recording:
+  // copies what the kernel buffer holds to a file, unparsed.
+  const std::string data = "/tmp/profile_vmbench.session.data";
+  sframe::UniqueFd out;
+  std::vector<char> buf(1u << 20);
+  uint64_t bytes = 0;
+  auto copy_out = [&] {
+    pollfd p{s->fd(), POLLIN, 0};
+    if (poll(&p, 1, 20) <= 0) return;
+    const ssize_t n = read(s->fd(), buf.data(), buf.size());
+    if (n < 0 && errno != EAGAIN && errno != EINTR) throw sframe::Error(errno, "read", "session");
+    if (n <= 0) return;
+    if (write(out.get(), buf.data(), static_cast<size_t>(n)) != n) {
+      throw sframe::Error(errno, "write", data);
+    }
+    bytes += static_cast<uint64_t>(n);
+  };
+  if (s) {
+    out.reset(open(data.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+    if (!out) throw sframe::Error(errno, "open", data);
+  }
   if (ev) ev->enable();
   char go = 'g';
   if (write(c.in.get(), &go, 1) != 1) throw sframe::Error(errno, "write", "workload stdin");
-  std::vector<sframe::Record> recs;
   int st = -1;
   for (;;) {
     if (s) {
-      recs.clear();
-      s->poll_read(&recs, 20);
+      copy_out();
     } else {
       Pump(&c, 20);
     }
@@ -170,15 +194,14 @@ Result RunOurs(const std::string& workload, uint64_t rounds, Mode mode, uint64_t
     if (waitpid(c.pid, &st, WNOHANG) == c.pid) break;
   }
   if (s) {
-    for (int i = 0; i < 5; i++) {
-      recs.clear();
-      s->poll_read(&recs, 20);
-    }
+    for (int i = 0; i < 5; i++) copy_out();
     sframe::SessionStats stats = s->stats();
     r.samples = stats.records;
     r.unwinds = stats.unwinds;
     r.lost = stats.lost + stats.lost_capture;
-    r.bytes = s->bytes_read();
+    r.bytes = bytes;
+    out.reset();
+    unlink(data.c_str());
   } else if (ev) {
     r.samples = ev->drain().samples;
     r.bytes = ev->counts().bytes;
@@ -367,24 +390,27 @@ int main(int argc, char** argv) {
       DataFiles(HavePerf());
       return 0;
     }
+    const bool cost_only = argc > 1 && std::strcmp(argv[1], "cost") == 0;
+    if (cost_only && argc > 2) g_target_seconds = std::clamp(std::atof(argv[2]), 0.1, 60.0);
+    if (cost_only && argc > 3) g_runs = std::clamp(std::atoi(argv[3]), 1, 15);
     const std::string workload = SFRAME_BENCH_WORKLOAD;
-    // Calibrate the rounds to about kTargetSeconds without profiling.
+    // Calibrate the rounds to about g_target_seconds without profiling.
     uint64_t rounds = 20000000;
     Result cal = RunOurs(workload, rounds, Mode::kNone, 0);
     if (!cal.ok) {
       std::fprintf(stderr, "profile_vmbench: %s\n", cal.error.c_str());
       return 1;
     }
-    rounds = static_cast<uint64_t>(double(rounds) * kTargetSeconds / std::max(cal.seconds, 1e-3));
+    rounds = static_cast<uint64_t>(double(rounds) * g_target_seconds / std::max(cal.seconds, 1e-3));
     std::printf("profile_vmbench: session_workload work %" PRIu64
                 " (chain of 4 functions, -fomit-frame-pointer, .sframe); median of %d runs\n",
-                rounds, kRuns);
+                rounds, g_runs);
     std::printf("  %-22s %9s  %10s  %9s  %8s\n", "profiler", "rate", "workload", "slowdown",
                 "samples");
 
     auto median_of = [&](auto fn) {
       std::vector<Result> v;
-      for (int i = 0; i < kRuns; i++) v.push_back(fn());
+      for (int i = 0; i < g_runs; i++) v.push_back(fn());
       return Median(v);
     };
     Result base = median_of([&] { return RunOurs(workload, rounds, Mode::kNone, 0); });
@@ -413,7 +439,7 @@ int main(int argc, char** argv) {
                 "sample; cpu-clock event only = perf ring bytes (TID, TIME) per sample\n"
                 "  slowdown: against the same build without profiling (the fp build's row "
                 "'none (fp build)' shows what frame pointers cost by themselves)\n");
-    DataFiles(perf);
+    if (!cost_only) DataFiles(perf);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "profile_vmbench: %s\n", e.what());
     return 1;

@@ -100,31 +100,47 @@ static unsigned long irq_walk_max_ns;
 module_param(irq_walk_max_ns, ulong, 0644);
 MODULE_PARM_DESC(irq_walk_max_ns,
 		 "Longest user walk done in interrupt context (ns), since load or since 0 was written");
-static int sframe_param_set_atomic(const char *val,
+/*
+ * Per-CPU sums, added to on the sample path without an atomic operation
+ * (a sample runs on one CPU with interrupts off), summed when read.
+ * Writing a value sets the sum to it.
+ */
+static int sframe_param_set_percpu(const char *val,
 				   const struct kernel_param *kp)
 {
-	long v;
-	int ret = kstrtol(val, 0, &v);
+	unsigned long __percpu *sum = (unsigned long __percpu *)kp->arg;
+	unsigned long v;
+	int ret = kstrtoul(val, 0, &v);
+	int cpu;
 
-	if (!ret)
-		atomic_long_set(kp->arg, v);
-	return ret;
+	if (ret)
+		return ret;
+	for_each_possible_cpu(cpu)
+		*per_cpu_ptr(sum, cpu) = 0;
+	*per_cpu_ptr(sum, cpumask_first(cpu_possible_mask)) = v;
+	return 0;
 }
 
-static int sframe_param_get_atomic(char *buf, const struct kernel_param *kp)
+static int sframe_param_get_percpu(char *buf, const struct kernel_param *kp)
 {
-	return sysfs_emit(buf, "%ld\n", atomic_long_read(kp->arg));
+	unsigned long __percpu *sum = (unsigned long __percpu *)kp->arg;
+	unsigned long total = 0;
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		total += READ_ONCE(*per_cpu_ptr(sum, cpu));
+	return sysfs_emit(buf, "%lu\n", total);
 }
 
-static const struct kernel_param_ops sframe_param_atomic_ops = {
-	.set = sframe_param_set_atomic,
-	.get = sframe_param_get_atomic,
+static const struct kernel_param_ops sframe_param_percpu_ops = {
+	.set = sframe_param_set_percpu,
+	.get = sframe_param_get_percpu,
 };
-static atomic_long_t irq_walks = ATOMIC_LONG_INIT(0);
-module_param_cb(irq_walks, &sframe_param_atomic_ops, &irq_walks, 0644);
+static DEFINE_PER_CPU(unsigned long, irq_walks);
+module_param_cb(irq_walks, &sframe_param_percpu_ops, &irq_walks, 0644);
 MODULE_PARM_DESC(irq_walks, "User walks done in interrupt context");
-static atomic_long_t irq_walk_ns = ATOMIC_LONG_INIT(0);
-module_param_cb(irq_walk_ns, &sframe_param_atomic_ops, &irq_walk_ns, 0644);
+static DEFINE_PER_CPU(unsigned long, irq_walk_ns);
+module_param_cb(irq_walk_ns, &sframe_param_percpu_ops, &irq_walk_ns, 0644);
 MODULE_PARM_DESC(irq_walk_ns, "Their total time (ns)");
 
 struct sframe_request {
@@ -182,10 +198,16 @@ static struct irq_work sframe_requests_idle_work =
 static void sframe_flush_fn(struct work_struct *work);
 static DECLARE_DELAYED_WORK(sframe_flush_work, sframe_flush_fn);
 
-/* Walks done in the interrupt itself: see sframe_unwind_now(). */
+/*
+ * Walks done in the interrupt itself: see sframe_unwind_now().  The
+ * sample is delivered before the interrupt returns, so it needs no pool
+ * entry and no references: one per CPU serves, as the kprobe does not
+ * nest on a CPU and NMIs never take this path.
+ */
 #define SFRAME_NOW_MAX_FRAMES 128
 struct sframe_now_buf {
 	u64 frames[SFRAME_UNWIND_F_ALL][SFRAME_NOW_MAX_FRAMES];
+	struct sframe_sample sample;
 };
 static struct sframe_now_buf __percpu *sframe_now_bufs;
 
@@ -582,8 +604,8 @@ static void sframe_note_irq_walk(u64 ns)
 {
 	unsigned long old = READ_ONCE(irq_walk_max_ns);
 
-	atomic_long_inc(&irq_walks);
-	atomic_long_add(ns, &irq_walk_ns);
+	this_cpu_inc(irq_walks);
+	this_cpu_add(irq_walk_ns, ns);
 	while (ns > old) {
 		unsigned long seen = cmpxchg(&irq_walk_max_ns, old, ns);
 
@@ -608,7 +630,7 @@ static bool sframe_unwind_now(struct sframe_sample *smp)
 	struct sframe_now_buf *buf = this_cpu_ptr(sframe_now_bufs);
 	struct sframe_user_stacks stacks = {};
 	u32 max_frames, methods, flags;
-	u64 t0 = ktime_get_mono_fast_ns();
+	u64 t0 = smp->time; /* taken a few instructions ago: no second clock read */
 	bool ok = true;
 
 	sframe_ops->unwind_params(&max_frames, &methods);
@@ -631,7 +653,8 @@ static bool sframe_unwind_now(struct sframe_sample *smp)
 	if (!ok)
 		return false;
 	smp->cookie = sframe_new_cookie();
-	sframe_sample_done(smp, 0, &stacks);
+	/* Delivered now: current holds its pids, and no pool had it. */
+	sframe_ops->deliver(smp, smp->flags, &stacks);
 	return true;
 }
 
@@ -650,6 +673,23 @@ static u32 sframe_no_user_reason(struct task_struct *task)
 	return 0;
 }
 
+/* smp as current's sample at regs, taken at time; no references held. */
+static void sframe_sample_fill(struct sframe_sample *smp,
+			       struct pt_regs *regs,
+			       const struct sframe_sample_ctx *ctx,
+			       struct task_struct *task, u64 time)
+{
+	smp->ctx = *ctx;
+	smp->time = time;
+	smp->cpu = smp_processor_id();
+	smp->pid = task_pid(task);
+	smp->tgid = task_tgid(task);
+	smp->flags = user_mode(regs) ? SFRAME_SAMPLE_F_USER_MODE : 0;
+	smp->cookie = 0;
+	smp->self_exec_id = task->self_exec_id;
+	smp->nr_kernel = 0;
+}
+
 bool sframe_deferred_request(struct pt_regs *regs,
 			     const struct sframe_sample_ctx *ctx)
 {
@@ -657,7 +697,21 @@ bool sframe_deferred_request(struct pt_regs *regs,
 	struct sframe_request *req;
 	struct sframe_sample *smp;
 	struct llist_node *node;
+	u64 time;
 	u32 why;
+
+	if (!READ_ONCE(sframe_pools_ready))
+		return false;
+	time = ktime_get_mono_fast_ns();
+	why = sframe_no_user_reason(task);
+	if (!why && user_mode(regs) && !in_nmi()) {
+		smp = &this_cpu_ptr(sframe_now_bufs)->sample;
+		sframe_sample_fill(smp, regs, ctx, task, time);
+		if (sframe_unwind_now(smp)) {
+			atomic64_inc(&sframe_counters.samples_deferred);
+			return true;
+		}
+	}
 
 	node = sframe_pool_pop(&sframe_sample_pool);
 	if (!node)
@@ -666,25 +720,20 @@ bool sframe_deferred_request(struct pt_regs *regs,
 	atomic64_inc(&sframe_counters.samples_deferred);
 	if (in_nmi())
 		atomic64_inc(&sframe_counters.samples_nmi);
-	smp->ctx = *ctx;
-	smp->time = ktime_get_mono_fast_ns();
-	smp->cpu = smp_processor_id();
-	/* refcount increments: safe in NMI; current keeps both alive. */
-	smp->pid = get_pid(task_pid(task));
-	smp->tgid = get_pid(task_tgid(task));
-	smp->flags = user_mode(regs) ? SFRAME_SAMPLE_F_USER_MODE : 0;
-	smp->cookie = 0;
-	smp->self_exec_id = task->self_exec_id;
+	sframe_sample_fill(smp, regs, ctx, task, time);
+	/*
+	 * Delivered later, perhaps after current exits: hold its pids
+	 * (refcount increments: safe in NMI; current keeps both alive).
+	 */
+	get_pid(smp->pid);
+	get_pid(smp->tgid);
 	smp->nr_kernel = sframe_capture_kernel(regs, smp->kernel,
 					       SFRAME_SESSION_MAX_KERNEL_FRAMES);
 
-	why = sframe_no_user_reason(task);
 	if (why) {
 		sframe_immediate_queue(smp, why);
 		return true;
 	}
-	if (user_mode(regs) && !in_nmi() && sframe_unwind_now(smp))
-		return true;
 	if (sframe_request_join_recent(task, smp))
 		return true;
 

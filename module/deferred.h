@@ -34,8 +34,8 @@ struct sframe_sample {
 	u64 cookie;        /* names the kernel entry, as upstream's */
 	u64 time;
 	u64 self_exec_id;  /* the task's, at sample time */
-	struct pid *pid;   /* the sampled thread, referenced */
-	struct pid *tgid;  /* its process, referenced */
+	struct pid *pid;   /* the sampled thread, referenced while queued */
+	struct pid *tgid;  /* its process, referenced while queued */
 	u32 cpu;
 	u32 home_cpu;      /* pool it came from */
 	u32 flags;         /* SFRAME_SAMPLE_F_* */

@@ -37,6 +37,11 @@
 #   SFRAME_VM_DEVICE        device it must create (default /dev/sframe_unwind)
 #   SFRAME_VM_MEM, SFRAME_VM_SMP   (default 2G, 2)
 #   SFRAME_VM_ACCEL         kvm or tcg (default: KVM if a probe shows it works)
+#   SFRAME_VM_ICOUNT=1      TCG only, with SFRAME_VM_SMP=1: the guest clock
+#                           counts instructions (qemu -icount shift=0: 1 ns
+#                           per instruction), so times measured in the
+#                           guest do not depend on the host's load (for
+#                           benchmarks; a 2-vCPU guest hangs at SMP bring-up)
 set -uo pipefail
 
 RIG=$(cd "$(dirname "${BASH_SOURCE[0]}")/rig" && pwd)
@@ -251,6 +256,11 @@ tcg) accel=(-accel tcg -cpu max,-cx16) ;;
 	fi
 	;;
 esac
+if [[ ${SFRAME_VM_ICOUNT:-0} == 1 ]]; then
+	[[ ${accel[0]} == -accel && ${SFRAME_VM_SMP:-2} == 1 ]] ||
+		fail_early "SFRAME_VM_ICOUNT=1 needs TCG and SFRAME_VM_SMP=1"
+	accel+=(-icount shift=0,sleep=on)
+fi
 
 MON=$WORK/monitor.sock
 # A WARN, an oops, a soft lockup, a task hung in D state for 120 s or an RCU
