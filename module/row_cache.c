@@ -55,17 +55,14 @@ void sframe_row_cache_free(struct sframe_row_cache *cache)
 bool sframe_row_cache_lookup(struct sframe_row_cache *cache, u32 gen,
 			     unsigned long pc, struct sframe_row *row)
 {
-	struct sframe_row_cache_entry *e = sframe_row_cache_slot(cache, pc);
-	u32 seq = READ_ONCE(e->seq);
+	u32 seq;
+	struct sframe_row_cache_entry *e =
+		sframe_row_cache_probe(cache, gen, pc, &seq);
 
-	if ((seq & 1) || !READ_ONCE(sframe_row_cache_enabled))
-		return false;
-	smp_rmb();
-	if (READ_ONCE(e->pc) != pc || READ_ONCE(e->gen) != gen)
+	if (!e)
 		return false;
 	*row = e->row;
-	smp_rmb();
-	return READ_ONCE(e->seq) == seq;
+	return sframe_row_cache_unchanged(e, seq);
 }
 
 static bool sframe_fits_s16(s32 v)

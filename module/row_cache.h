@@ -62,6 +62,34 @@ sframe_row_cache_slot(struct sframe_row_cache *cache, unsigned long pc)
 }
 
 /*
+ * The two halves of a probe, for the lookups that copy the rule (inline,
+ * below) or the whole row (row_cache.c): the entry for pc if it holds
+ * generation gen, with its sequence in *seq; then, after the copy,
+ * whether no writer touched it meanwhile.
+ */
+static __always_inline struct sframe_row_cache_entry *
+sframe_row_cache_probe(struct sframe_row_cache *cache, u32 gen,
+		       unsigned long pc, u32 *seq)
+{
+	struct sframe_row_cache_entry *e = sframe_row_cache_slot(cache, pc);
+
+	*seq = READ_ONCE(e->seq);
+	if ((*seq & 1) || !READ_ONCE(sframe_row_cache_enabled))
+		return NULL;
+	smp_rmb();
+	if (READ_ONCE(e->pc) != pc || READ_ONCE(e->gen) != gen)
+		return NULL;
+	return e;
+}
+
+static __always_inline bool
+sframe_row_cache_unchanged(const struct sframe_row_cache_entry *e, u32 seq)
+{
+	smp_rmb();
+	return READ_ONCE(e->seq) == seq;
+}
+
+/*
  * The pre-reduced rule cached for pc under generation gen, or false.  gen
  * is the registry's generation read before the row was looked up: any
  * change to the registry makes older entries misses.  Inline: it is on
@@ -71,17 +99,14 @@ static __always_inline bool
 sframe_row_cache_lookup_rule(struct sframe_row_cache *cache, u32 gen,
 			     unsigned long pc, struct sframe_rule *rule)
 {
-	struct sframe_row_cache_entry *e = sframe_row_cache_slot(cache, pc);
-	u32 seq = READ_ONCE(e->seq);
+	u32 seq;
+	struct sframe_row_cache_entry *e =
+		sframe_row_cache_probe(cache, gen, pc, &seq);
 
-	if ((seq & 1) || !READ_ONCE(sframe_row_cache_enabled))
-		return false;
-	smp_rmb();
-	if (READ_ONCE(e->pc) != pc || READ_ONCE(e->gen) != gen)
+	if (!e)
 		return false;
 	*rule = e->rule;
-	smp_rmb();
-	return READ_ONCE(e->seq) == seq;
+	return sframe_row_cache_unchanged(e, seq);
 }
 
 /* The full row cached for pc under generation gen, or false. */
