@@ -145,6 +145,25 @@ static int sframe_step_error(struct sframe_user_unwind *uw, int err)
 	return err;
 }
 
+/*
+ * Move to the caller found by an SFrame rule, if it is a frame: the stack
+ * pointer moves up (which bounds every walk by the stack's size) and the
+ * return address is a user address.  0, or -EINVAL with uw->stop set.
+ */
+static __always_inline int sframe_step_to(struct sframe_user_unwind *uw,
+					  unsigned long cfa, unsigned long ra,
+					  unsigned long fp)
+{
+	if (cfa <= uw->sp || !ra || ra >= TASK_SIZE_MAX)
+		return sframe_step_error(uw, -EINVAL);
+
+	uw->ip = ra;
+	uw->sp = cfa;
+	uw->bp = fp;
+	uw->nr_sframe++;
+	return 0;
+}
+
 static void sframe_unwind_set_mm(struct sframe_user_unwind *uw)
 {
 	uw->smm = current->mm ? sframe_mm_find(current->mm) : NULL;
@@ -338,14 +357,7 @@ static int sframe_step(struct sframe_user_unwind *uw)
 			return sframe_step_error(uw, ret);
 	}
 
-	if (cfa <= uw->sp || !ra || ra >= TASK_SIZE_MAX)
-		return sframe_step_error(uw, -EINVAL);
-
-	uw->ip = ra;
-	uw->sp = cfa;
-	uw->bp = fp;
-	uw->nr_sframe++;
-	return 0;
+	return sframe_step_to(uw, cfa, ra, fp);
 }
 
 static bool sframe_step_fp(struct sframe_user_unwind *uw)
@@ -541,15 +553,8 @@ static __always_inline int sframe_step_cached(struct sframe_user_unwind *uw)
 	}
 	if (err)
 		return sframe_step_error(uw, err);
-	if (cfa <= uw->sp || !ra || ra >= TASK_SIZE_MAX)
-		return sframe_step_error(uw, -EINVAL);
-
-	uw->ip = ra;
-	uw->sp = cfa;
-	uw->bp = fp;
-	uw->nr_sframe++;
 	uw->caller_of_topmost = false;
-	return 0;
+	return sframe_step_to(uw, cfa, ra, fp);
 }
 
 /* A step by any rule: the first frame, a cache miss, a signal frame... */
