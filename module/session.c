@@ -167,11 +167,16 @@ static void sframe_sessions_update_params(void)
  * stores, not memcpy()'s rep movsb with its fixed start-up cost (which
  * an emulator pays per byte).
  */
+static u32 sframe_ring_word_mask(const struct sframe_session *s)
+{
+	return s->ring_size / sizeof(u64) - 1;
+}
+
 static void sframe_ring_put(struct sframe_session *s, u64 pos,
 			    const u64 *src, u32 nwords)
 {
 	u64 *ring = (u64 *)s->ring;
-	u32 mask = s->ring_size / sizeof(u64) - 1;
+	u32 mask = sframe_ring_word_mask(s);
 	u32 at = (pos / sizeof(u64)) & mask;
 	u32 i;
 
@@ -693,7 +698,7 @@ static void sframe_ring_peek_header(struct sframe_session *s, u64 pos,
 				    struct sframe_record_header *h)
 {
 	const u64 *ring = (const u64 *)s->ring;
-	u64 word = ring[(pos / sizeof(u64)) & (s->ring_size / sizeof(u64) - 1)];
+	u64 word = ring[(pos / sizeof(u64)) & sframe_ring_word_mask(s)];
 
 	memcpy(h, &word, sizeof(*h));
 }
