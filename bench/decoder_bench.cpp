@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
-// Lookups per second of sframe_find_row (module/sframe_decode.c over a
-// memory source) against binutils' libsframe (libsframe.so.0, loaded with
-// dlopen: Debian ships no headers for it) on the same real SFrame v1
-// section and the same random PCs.  Prints; asserts nothing about time.
+// Lookups per second of this decoder (module/sframe_decode.c over a memory
+// source), searching the section (sframe_find_row) and with the FDE index
+// the module builds at registration (sframe_find_row_indexed), against
+// binutils' libsframe (libsframe.so.0, loaded with dlopen: Debian ships no
+// headers for it) on the same real SFrame section and the same random PCs,
+// for each section given.  Prints; asserts nothing about time.
 //
-//   decoder_bench [ELF] [lookups] [repetitions]
+//   decoder_bench [lookups] [repetitions] [ELF...]
+// Without ELF: the generated programs of 5,000 and 20,000 functions.
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -18,6 +21,7 @@
 
 #include "sframe_decode.h"
 #include "sframe_source_mem.h"
+#include "decoder_fixture.h"
 #include "test_support.h"
 
 namespace {
@@ -73,19 +77,21 @@ double median(std::vector<double> v)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-} // namespace
-
-int main(int argc, char **argv)
+// Seconds one pass of lookup over pcs takes; sums what it finds.
+template <typename F>
+double time_pass(const std::vector<uint64_t> &pcs, F lookup, int64_t &acc)
 {
-	std::string path = argc > 1 ? argv[1] : SFRAME_BENCH_ELF;
-	size_t lookups = argc > 2 ? std::strtoul(argv[2], nullptr, 0) : 1000000;
-	int reps = argc > 3 ? std::atoi(argv[3]) : 7;
-	if (!lookups || reps <= 0) {
-		std::fprintf(stderr, "usage: %s [ELF] [lookups] [reps]\n",
-			     argv[0]);
-		return 2;
-	}
+	double t0 = now();
+	for (uint64_t pc : pcs)
+		acc += lookup(pc);
+	return now() - t0;
+}
 
+// One section: agreement, then the three readers timed in turn within
+// each repetition (so machine noise hits them alike).  0, or 1 on error.
+int bench_section(const std::string &path, size_t lookups, int reps,
+		  Libsframe &lsf, bool have_lsf)
+{
 	sftest::ElfInfo elf;
 	std::string err = sftest::load_elf(path, elf);
 	if (!err.empty()) {
@@ -98,9 +104,23 @@ int main(int argc, char **argv)
 	int ret = sframe_section_init(&sec, &src, elf.sframe_addr,
 				      elf.sframe.size());
 	if (ret) {
-		std::fprintf(stderr, "sframe_section_init: %d\n", ret);
+		std::fprintf(stderr, "%s: sframe_section_init: %d\n",
+			     path.c_str(), ret);
 		return 1;
 	}
+	uint64_t index_size = 0;
+	std::vector<uint64_t> index_mem;
+	ret = sframe_index_size(&sec, &index_size);
+	if (!ret) {
+		index_mem.resize(index_size / 8 + 1);
+		ret = sframe_index_build(&sec, index_mem.data(), index_size);
+	}
+	if (ret) {
+		std::fprintf(stderr, "%s: sframe_index_build: %d\n",
+			     path.c_str(), ret);
+		return 1;
+	}
+	const sframe_index *idx = (const sframe_index *)index_mem.data();
 
 	// Random PCs, uniform over functions then over each function.
 	std::vector<sframe_fde> fdes(sec.num_fdes);
@@ -116,8 +136,6 @@ int main(int argc, char **argv)
 		pc = f.func_start + (f.func_size ? rng() % f.func_size : 0);
 	}
 
-	Libsframe lsf;
-	bool have_lsf = lsf.load();
 	void *ctx = nullptr;
 	if (have_lsf) {
 		int e = 0;
@@ -126,17 +144,24 @@ int main(int argc, char **argv)
 		have_lsf = ctx != nullptr;
 	}
 
-	std::printf("section: %s: SFrame v%u, %u FDEs, %u FREs, %zu bytes\n",
+	std::printf("section: %s: SFrame v%u, %u FDEs, %u FREs, %zu bytes; "
+		    "index %" PRIu64 " bytes\n",
 		    path.c_str(), sec.version, sec.num_fdes, sec.num_fres,
-		    elf.sframe.size());
+		    elf.sframe.size(), index_size);
 	std::printf("lookups per repetition: %zu, repetitions: %d\n", lookups,
 		    reps);
 
-	// Agreement on every PC: CFA base register and offset.
-	size_t ours_fail = 0, lsf_fail = 0, lsf_fail_mask = 0, differ = 0;
+	// Agreement on every PC: the index with the search (whole rows),
+	// libsframe with both (CFA base register and offset).
+	size_t ours_fail = 0, index_differ = 0, lsf_fail = 0,
+	       lsf_fail_mask = 0, differ = 0;
 	for (uint64_t pc : pcs) {
-		sframe_row row;
-		if (sframe_find_row(&sec, pc, &row)) {
+		sframe_row row, irow;
+		int r1 = sframe_find_row(&sec, pc, &row);
+		int r2 = sframe_find_row_indexed(&sec, idx, pc, &irow, nullptr);
+		if (r1 != r2 || (!r1 && !sftest::row_eq(row, irow)))
+			index_differ++;
+		if (r1) {
 			ours_fail++;
 			continue;
 		}
@@ -160,50 +185,81 @@ int main(int argc, char **argv)
 		    sp != (row.cfa_reg == SFRAME_REG_RSP))
 			differ++;
 	}
-	std::printf("check: this decoder failed %zu, libsframe failed %zu "
-		    "(%zu in PC-mask FDEs), rows differing %zu\n",
-		    ours_fail, lsf_fail, lsf_fail_mask, differ);
+	std::printf("check: this decoder failed %zu, indexed rows differing "
+		    "%zu, libsframe failed %zu (%zu in PC-mask FDEs), rows "
+		    "differing %zu\n",
+		    ours_fail, index_differ, lsf_fail, lsf_fail_mask, differ);
 
-	std::vector<double> t_ours, t_lsf;
-	volatile int64_t sink = 0;
+	auto search = [&](uint64_t pc) -> int64_t {
+		sframe_row row;
+		return sframe_find_row(&sec, pc, &row) ? 0 : row.cfa_offset;
+	};
+	auto indexed = [&](uint64_t pc) -> int64_t {
+		sframe_row row;
+		return sframe_find_row_indexed(&sec, idx, pc, &row, nullptr) ?
+			       0 :
+			       row.cfa_offset;
+	};
+	auto libsframe = [&](uint64_t pc) -> int64_t {
+		lsf_fre f;
+		int e = 0;
+		if (lsf.find_fre(ctx, (int32_t)(pc - elf.sframe_addr), &f))
+			return 0;
+		return lsf.cfa_offset(ctx, &f, &e);
+	};
+	std::vector<double> t_search, t_index, t_lsf;
+	static volatile int64_t sink;
 	for (int r = 0; r < reps; r++) {
 		int64_t acc = 0;
-		double t0 = now();
-		for (uint64_t pc : pcs) {
-			sframe_row row;
-			if (!sframe_find_row(&sec, pc, &row))
-				acc += row.cfa_offset;
-		}
-		t_ours.push_back(now() - t0);
-		if (have_lsf) {
-			t0 = now();
-			for (uint64_t pc : pcs) {
-				lsf_fre f;
-				int e = 0;
-				if (!lsf.find_fre(ctx,
-						  (int32_t)(pc - elf.sframe_addr),
-						  &f))
-					acc += lsf.cfa_offset(ctx, &f, &e);
-			}
-			t_lsf.push_back(now() - t0);
-		}
+		t_search.push_back(time_pass(pcs, search, acc));
+		t_index.push_back(time_pass(pcs, indexed, acc));
+		if (have_lsf)
+			t_lsf.push_back(time_pass(pcs, libsframe, acc));
 		sink = sink + acc;
 	}
 
-	double ours = lookups / median(t_ours);
-	std::printf("sframe_find_row (this decoder):  %12.0f lookups/s "
-		    "(median of %d)\n",
-		    ours, reps);
+	double s = lookups / median(t_search), i = lookups / median(t_index);
+	std::printf("sframe_find_row (search):         %12.0f lookups/s "
+		    "(median of %d)\n", s, reps);
+	std::printf("sframe_find_row_indexed (index):  %12.0f lookups/s "
+		    "(median of %d)\n", i, reps);
 	if (have_lsf) {
 		double theirs = lookups / median(t_lsf);
-		std::printf("libsframe.so.0 sframe_find_fre: %12.0f lookups/s "
-			    "(median of %d)\n",
-			    theirs, reps);
-		std::printf("ratio (this decoder / libsframe): %.2f\n",
-			    ours / theirs);
+		std::printf("libsframe.so.0 sframe_find_fre:   %12.0f lookups/s "
+			    "(median of %d)\n", theirs, reps);
+		std::printf("ratio to libsframe: search %.2f, index %.2f\n",
+			    s / theirs, i / theirs);
 		lsf.free_ctx(&ctx);
 	} else {
 		std::printf("libsframe.so.0: not available (%s)\n", dlerror());
 	}
 	return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	size_t lookups = argc > 1 ? std::strtoul(argv[1], nullptr, 0) : 1000000;
+	int reps = argc > 2 ? std::atoi(argv[2]) : 7;
+	if (!lookups || reps <= 0) {
+		std::fprintf(stderr, "usage: %s [lookups] [reps] [ELF...]\n",
+			     argv[0]);
+		return 2;
+	}
+	std::vector<std::string> paths;
+	for (int i = 3; i < argc; i++)
+		paths.push_back(argv[i]);
+	if (paths.empty())
+		paths = { SFRAME_BENCH_ELF, SFRAME_BENCH_ELF_20K };
+
+	Libsframe lsf;
+	bool have_lsf = lsf.load();
+	int ret = 0;
+	for (size_t i = 0; i < paths.size(); i++) {
+		if (i)
+			std::printf("\n");
+		ret |= bench_section(paths[i], lookups, reps, lsf, have_lsf);
+	}
+	return ret;
 }

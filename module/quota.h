@@ -16,6 +16,7 @@ enum sframe_quota_res {
 	SFRAME_QUOTA_SUPPLIED_BYTES, /* kernel copies of supplied sections */
 	SFRAME_QUOTA_SESSIONS,       /* open sessions */
 	SFRAME_QUOTA_SESSION_BYTES,  /* their buffers */
+	SFRAME_QUOTA_INDEX_BYTES,    /* FDE indexes of sections (fde_index.c) */
 	SFRAME_QUOTA_NR,
 };
 

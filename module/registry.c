@@ -27,6 +27,7 @@
 #include <linux/wait_bit.h>
 
 #include "compat.h"
+#include "fde_index.h"
 #include "quota.h"
 #include "registry.h"
 #include "row_cache.h"
@@ -51,6 +52,7 @@ struct sframe_blob {
 struct sframe_entry {
 	struct sframe_range range;
 	struct sframe_blob *blob; /* SFRAME_SOURCE_SUPPLIED: the section */
+	struct sframe_fde_index *index; /* or NULL: lookups search */
 	/*
 	 * Its text was unmapped where we could not sleep to erase it (the OOM
 	 * reaper): lookups skip it, the next writer under the lock erases it.
@@ -179,6 +181,7 @@ void sframe_blob_put(struct sframe_blob *blob)
 static void sframe_entry_free(struct sframe_entry *entry)
 {
 	sframe_blob_put(entry->blob);
+	sframe_fde_index_put(entry->index);
 	kfree_rcu(entry, rcu);
 }
 
@@ -611,11 +614,15 @@ static int sframe_covered_bytes(const struct sframe_section *sec,
 	return 0;
 }
 
-/* Validate the section read through src and describe it in range. */
+/*
+ * Validate the section read through src, describe it in entry->range and
+ * index its FDEs.
+ */
 static int sframe_check_section(const struct sframe_source *src,
 				u64 sframe_addr, u64 text_start, u64 text_len,
-				struct sframe_range *range)
+				struct sframe_entry *entry)
 {
+	struct sframe_range *range = &entry->range;
 	int ret;
 
 	ret = sframe_section_init(&range->sec, src, sframe_addr, src->size);
@@ -627,6 +634,12 @@ static int sframe_check_section(const struct sframe_source *src,
 	ret = sframe_covered_bytes(&range->sec, &range->covered_bytes);
 	if (ret)
 		return ret;
+	entry->index = sframe_fde_index_build(&range->sec);
+	if (IS_ERR(entry->index)) {
+		ret = PTR_ERR(entry->index);
+		entry->index = NULL;
+		return ret;
+	}
 	range->sec.src = NULL; /* the source lives on the caller's stack */
 	range->text_start = text_start;
 	range->text_end = text_start + text_len;
@@ -636,7 +649,7 @@ static int sframe_check_section(const struct sframe_source *src,
 
 static int sframe_check_request(struct mm_struct *mm, u64 sframe_addr,
 				u64 sframe_len, u64 text_start, u64 text_len,
-				struct sframe_range *range)
+				struct sframe_entry *entry)
 {
 	struct sframe_source src = {};
 	int ret;
@@ -656,7 +669,7 @@ static int sframe_check_request(struct mm_struct *mm, u64 sframe_addr,
 	src.base = u64_to_user_ptr(sframe_addr);
 	src.size = sframe_len;
 	return sframe_check_section(&src, sframe_addr, text_start, text_len,
-				    range);
+				    entry);
 }
 
 /*
@@ -771,6 +784,7 @@ static struct sframe_entry *sframe_entry_new(u8 source)
 static void sframe_entry_discard(struct sframe_entry *entry)
 {
 	sframe_blob_put(entry->blob);
+	sframe_fde_index_put(entry->index);
 	kfree(entry);
 }
 
@@ -794,7 +808,7 @@ int sframe_register_section(struct mm_struct *mm, u64 sframe_addr,
 	if (!entry)
 		return -ENOMEM;
 	ret = sframe_check_request(mm, sframe_addr, sframe_len, text_start,
-				   text_len, &entry->range);
+				   text_len, entry);
 	if (ret) {
 		sframe_entry_discard(entry);
 		return ret;
@@ -821,7 +835,7 @@ int sframe_supply_section(struct mm_struct *mm, struct sframe_blob *blob,
 		ret = sframe_check_mapped(mm, text_start, text_len, VM_EXEC);
 	if (!ret)
 		ret = sframe_check_section(&src, sframe_addr, text_start,
-					   text_len, &entry->range);
+					   text_len, entry);
 	if (ret) {
 		sframe_entry_discard(entry);
 		return ret;
@@ -914,25 +928,65 @@ bool sframe_registry_lookup(struct sframe_mm *smm, unsigned long pc,
 	return found;
 }
 
-int sframe_supplied_find_row(struct sframe_mm *smm, unsigned long pc,
-			     struct sframe_row *row, u32 *budget)
+/*
+ * The entry of range's section at pc, under RCU: NULL if it is gone, or
+ * no longer the one range was copied from.
+ */
+static struct sframe_entry *sframe_entry_of(struct sframe_mm *smm,
+					    const struct sframe_range *range,
+					    unsigned long pc)
+{
+	struct sframe_entry *entry = mtree_load(&smm->sections, pc);
+
+	if (!entry || READ_ONCE(entry->dead) ||
+	    entry->range.text_start != range->text_start ||
+	    entry->range.sframe_addr != range->sframe_addr ||
+	    entry->range.source != range->source)
+		return NULL;
+	return entry;
+}
+
+int sframe_registry_find_row(struct sframe_mm *smm,
+			     const struct sframe_range *range,
+			     unsigned long pc, struct sframe_row *row,
+			     u32 *budget)
 {
 	struct sframe_source src = {};
-	struct sframe_section sec;
+	struct sframe_section sec = range->sec;
 	struct sframe_entry *entry;
+	struct sframe_fde fde;
 	int ret = -ENOENT;
 
-	/* The entry, and so its data, stays while we are in here. */
+	sec.src = &src;
+	src.size = range->sec.sec_size;
 	rcu_read_lock();
-	entry = mtree_load(&smm->sections, pc);
-	if (entry && entry->blob && !READ_ONCE(entry->dead)) {
+	entry = sframe_entry_of(smm, range, pc);
+	if (entry && entry->blob) {
+		/* The kernel's copy stays while we are in here. */
 		src.kbase = entry->blob->data;
-		src.size = entry->range.sec.sec_size;
-		sec = entry->range.sec;
-		sec.src = &src;
-		ret = sframe_find_row_budget(&sec, pc, row, budget);
+		ret = sframe_find_row_indexed(&sec,
+			entry->index ? sframe_fde_index_table(entry->index) :
+				       NULL, pc, row, budget);
+		rcu_read_unlock();
+		return ret;
 	}
+	if (entry && entry->index)
+		ret = sframe_index_find_fde(sframe_fde_index_table(entry->index),
+					    pc, &fde);
+	else if (range->source != SFRAME_SOURCE_SUPPLIED)
+		ret = -EAGAIN; /* no index: search the section */
 	rcu_read_unlock();
+
+	/*
+	 * A section in user memory is read outside RCU: a read may fault
+	 * and sleep.  The index told which FDE, from kernel memory; the FREs
+	 * are read from the section, checked, as by the search.
+	 */
+	src.base = u64_to_user_ptr(range->sframe_addr);
+	if (!ret)
+		return sframe_find_row_in_fde(&sec, &fde, pc, row, budget);
+	if (ret == -EAGAIN)
+		return sframe_find_row_budget(&sec, pc, row, budget);
 	return ret;
 }
 
@@ -981,6 +1035,7 @@ struct sframe_snapshot {
 	struct {
 		struct sframe_range range;
 		struct sframe_blob *blob; /* referenced */
+		struct sframe_fde_index *index; /* referenced, or NULL */
 	} entries[];
 };
 
@@ -1034,6 +1089,8 @@ struct sframe_snapshot *sframe_snapshot_take(struct mm_struct *mm, gfp_t gfp,
 			continue;
 		snap->entries[i].range = entry->range;
 		snap->entries[i].blob = entry->blob;
+		/* The child's section is a copy: the index holds for it. */
+		snap->entries[i].index = sframe_fde_index_get(entry->index);
 		i++;
 	}
 	snap->n = i;
@@ -1048,8 +1105,10 @@ void sframe_snapshot_free(struct sframe_snapshot *snap)
 
 	if (!snap)
 		return;
-	for (i = 0; i < snap->n; i++)
+	for (i = 0; i < snap->n; i++) {
 		sframe_blob_put(snap->entries[i].blob);
+		sframe_fde_index_put(snap->entries[i].index);
+	}
 	kfree(snap);
 }
 
@@ -1099,7 +1158,10 @@ int sframe_snapshot_apply(struct mm_struct *mm, struct sframe_snapshot *snap)
 		}
 		entry->range = snap->entries[i].range;
 		entry->blob = snap->entries[i].blob;
-		snap->entries[i].blob = NULL; /* the entry's now */
+		entry->index = snap->entries[i].index;
+		/* The entry's now. */
+		snap->entries[i].blob = NULL;
+		snap->entries[i].index = NULL;
 		err = sframe_add(mm, entry);
 		if (err && !ret)
 			ret = err;

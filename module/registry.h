@@ -26,7 +26,7 @@ struct sframe_range {
 	 * SFRAME_SOURCE_*: NONE says discovery found no .sframe for this
 	 * mapping; REGISTERED and SUPPLIED replace DISCOVERED and NONE; a
 	 * SUPPLIED section is read from the kernel's copy, through
-	 * sframe_supplied_find_row().
+	 * sframe_registry_find_row().
 	 */
 	u8 source;
 };
@@ -86,14 +86,20 @@ struct sframe_mm *sframe_mm_find(struct mm_struct *mm);
 bool sframe_registry_lookup(struct sframe_mm *smm, unsigned long pc,
 			    struct sframe_range *range);
 /*
- * The row for pc from the supplied section covering it (decoded under RCU
- * from the kernel's copy, so a racing munmap cannot free it meanwhile).
- * -ENOENT if no supplied section covers pc (any more).  The decoding
- * spends *budget as sframe_find_row_budget() does (-SFRAME_EBUDGET when
- * it runs out), which bounds the time spent under rcu_read_lock().
+ * The row for pc from the section range describes (as
+ * sframe_registry_lookup() copied it): found in the section's FDE index
+ * where it has one, else by searching the section; a supplied section is
+ * decoded under RCU from the kernel's copy, so a racing munmap cannot
+ * free it meanwhile.  -ENOENT if no FDE covers pc, or a supplied section
+ * is no longer there.  Spends *budget as sframe_find_row_budget() does
+ * (-SFRAME_EBUDGET when it runs out), which bounds the time spent under
+ * rcu_read_lock().  A section in user memory is read outside it (a read
+ * may fault and sleep).
  */
-int sframe_supplied_find_row(struct sframe_mm *smm, unsigned long pc,
-			     struct sframe_row *row, u32 *budget);
+int sframe_registry_find_row(struct sframe_mm *smm,
+			     const struct sframe_range *range,
+			     unsigned long pc, struct sframe_row *row,
+			     u32 *budget);
 /*
  * Describe mm's entries, in text order: up to max into out, and the count
  * of all in *nr.

@@ -926,24 +926,23 @@ int sframe_find_row(const struct sframe_section *sec, uint64_t pc,
 	return sframe_find_row_budget(sec, pc, row, NULL);
 }
 
-int sframe_find_row_budget(const struct sframe_section *sec, uint64_t pc,
-			   struct sframe_row *row, uint32_t *budget)
+/*
+ * The row for pc in fde, which covers it, with c at fde's first FRE (or
+ * at its attribute record's copy, for v3: see decode_fde()).
+ */
+static int row_in_fde(const struct sframe_section *sec,
+		      const struct sframe_fde *fde, struct fre_cursor *c,
+		      uint64_t pc, struct sframe_row *row, uint32_t *budget)
 {
-	struct sframe_fde fde;
-	struct fre_cursor c;
 	struct fre_raw f[2];	/* the last FRE at or below off, the next */
 	uint32_t off, rep, j, prev = 0;
 	int last = -1, k = 0;
 	int ret;
 
-	ret = find_fde(sec, pc, &fde, &c, budget);
-	if (ret)
-		return ret;
-
 	/* pc - func_start < func_size, a u32 */
-	off = (uint32_t)(pc - fde.func_start);
-	if (fde.pc_type == SFRAME_PC_MASK) {
-		rep = fde.rep_size ? fde.rep_size : SFRAME_V1_PCMASK_BLOCK;
+	off = (uint32_t)(pc - fde->func_start);
+	if (fde->pc_type == SFRAME_PC_MASK) {
+		rep = fde->rep_size ? fde->rep_size : SFRAME_V1_PCMASK_BLOCK;
 		off %= rep;
 	}
 
@@ -957,11 +956,11 @@ int sframe_find_row_budget(const struct sframe_section *sec, uint64_t pc,
 	 * SFRAME_MAX_FRES_PER_FDE (decode_fde()), and each FRE read costs a
 	 * unit of the budget.
 	 */
-	for (j = 0; j < fde.num_fres; j++) {
+	for (j = 0; j < fde->num_fres; j++) {
 		ret = spend(budget);
 		if (ret)
 			return ret;
-		ret = read_fre(sec, &fde, &c, &f[k]);
+		ret = read_fre(sec, fde, c, &f[k]);
 		if (ret)
 			return ret;
 		if (j && f[k].start <= prev)
@@ -975,5 +974,231 @@ int sframe_find_row_budget(const struct sframe_section *sec, uint64_t pc,
 	/* A PC before the first row has no rule, like an uncovered one. */
 	if (last < 0)
 		return -ENOENT;
-	return fre_to_row(sec, &fde, &f[last], row);
+	return fre_to_row(sec, fde, &f[last], row);
+}
+
+int sframe_find_row_budget(const struct sframe_section *sec, uint64_t pc,
+			   struct sframe_row *row, uint32_t *budget)
+{
+	struct sframe_fde fde;
+	struct fre_cursor c;
+	int ret;
+
+	ret = find_fde(sec, pc, &fde, &c, budget);
+	if (ret)
+		return ret;
+	return row_in_fde(sec, &fde, &c, pc, row, budget);
+}
+
+int sframe_find_row_in_fde(const struct sframe_section *sec,
+			   const struct sframe_fde *fde, uint64_t pc,
+			   struct sframe_row *row, uint32_t *budget)
+{
+	struct fre_cursor c;
+
+	if (fde->fre_type > 2 || pc < fde->func_start ||
+	    pc - fde->func_start >= fde->func_size)
+		return -EINVAL;
+	if (fde->num_fres > SFRAME_MAX_FRES_PER_FDE)
+		return -E2BIG;
+	cursor_init(&c, sec, fde);
+	return row_in_fde(sec, fde, &c, pc, row, budget);
+}
+
+/*
+ * The index, one block of memory: this header, then
+ *   uint32_t bucket[num_buckets + 1]  FDEs starting below bucket b's text
+ *   struct index_fde fde[num_fdes]    the FDEs, decoded
+ * An FDE's start and the rest sit in one 16-byte entry: the search ends
+ * on the entry it then reads, in the same cache line.
+ */
+struct index_fde {
+	uint32_t start;		/* func_start - base */
+	uint32_t func_size;
+	uint32_t fre_off;
+	uint16_t num_fres;	/* <= SFRAME_MAX_FRES_PER_FDE */
+	uint8_t type;		/* fre_type | pc_type << 2 | flex << 3 |
+				   signal_frame << 4 */
+	uint8_t rep_size;
+};
+
+struct sframe_index {
+	uint64_t base;		/* start of the first FDE */
+	uint32_t span;		/* text from base to the end of the last FDE */
+	uint32_t num_fdes;
+	uint32_t num_buckets;
+	uint32_t shift;		/* bucket of pc: (pc - base) >> shift */
+};
+
+static inline uint32_t *index_buckets(const struct sframe_index *idx)
+{
+	return (uint32_t *)(idx + 1);
+}
+
+static inline struct index_fde *index_fdes(const struct sframe_index *idx)
+{
+	return (struct index_fde *)(index_buckets(idx) + idx->num_buckets + 1);
+}
+
+/*
+ * The shape of sec's index: base, span and bucket shift from its first and
+ * last FDE, and the bytes it takes.  Buckets are the smallest power of two
+ * of at least 16 bytes that gives no more buckets than FDEs (or 2^31).
+ */
+static int index_shape(const struct sframe_section *sec,
+		       struct sframe_index *shape, uint64_t *size)
+{
+	struct sframe_fde first, last;
+	uint64_t span;
+	uint32_t shift = 4;
+	int ret;
+
+	if (!sec->num_fdes)
+		return -ENOENT;
+	ret = read_fde(sec, 0, &first, NULL);
+	if (!ret)
+		ret = read_fde(sec, sec->num_fdes - 1, &last, NULL);
+	if (ret)
+		return ret;
+	span = last.func_start + last.func_size - first.func_start;
+	if (last.func_start < first.func_start || span > SFRAME_U32_MAX)
+		return -E2BIG;
+	while (shift < 31 && (span >> shift) >= sec->num_fdes)
+		shift++;
+	shape->base = first.func_start;
+	shape->span = (uint32_t)span;
+	shape->num_fdes = sec->num_fdes;
+	shape->num_buckets = (uint32_t)(span >> shift) + 1;
+	shape->shift = shift;
+	/* The entries stay 4-byte aligned after the u32 buckets. */
+	*size = sizeof(*shape) + 4 * ((uint64_t)shape->num_buckets + 1) +
+		sizeof(struct index_fde) * (uint64_t)sec->num_fdes;
+	return 0;
+}
+
+int sframe_index_size(const struct sframe_section *sec, uint64_t *size)
+{
+	struct sframe_index shape;
+
+	return index_shape(sec, &shape, size);
+}
+
+int sframe_index_build(const struct sframe_section *sec, void *mem,
+		       uint64_t size)
+{
+	struct sframe_index *idx = mem;
+	struct sframe_fde fde;
+	struct index_fde *out;
+	uint32_t *bucket, i, b = 0, work = 0;
+	uint64_t need, rel, prev_end = 0;
+	int ret;
+
+	if (!(sec->flags & SFRAME_F_FDE_SORTED))
+		return -EOPNOTSUPP;
+	ret = index_shape(sec, idx, &need);
+	if (ret)
+		return ret;
+	/* The section changed since its size was asked. */
+	if (need > size)
+		return -EINVAL;
+	bucket = index_buckets(idx);
+	out = index_fdes(idx);
+
+	for (i = 0; i < idx->num_fdes; i++) {
+		ret = validate_tick(sec, &work);
+		if (ret)
+			return ret;
+		ret = read_fde(sec, i, &fde, NULL);
+		if (ret)
+			return ret;
+		/*
+		 * Sorted and disjoint inside [base, base + span), what the
+		 * lookup relies on: checked on what is stored.
+		 */
+		rel = fde.func_start - idx->base;
+		if (fde.func_start < idx->base || rel < prev_end ||
+		    rel > idx->span || fde.func_size > idx->span - rel)
+			return -EINVAL;
+		prev_end = rel + fde.func_size;
+		out[i].start = (uint32_t)rel;
+		out[i].func_size = fde.func_size;
+		out[i].fre_off = fde.fre_off;
+		out[i].num_fres = (uint16_t)fde.num_fres;
+		out[i].type = fde.fre_type | fde.pc_type << 2 | fde.flex << 3 |
+			      (uint8_t)fde.signal_frame << 4;
+		out[i].rep_size = fde.rep_size;
+		/* Buckets up to this FDE's start count the FDEs before it. */
+		while (b < idx->num_buckets &&
+		       ((uint64_t)b << idx->shift) <= rel)
+			bucket[b++] = i;
+	}
+	while (b <= idx->num_buckets)
+		bucket[b++] = idx->num_fdes;
+	return 0;
+}
+
+int sframe_index_find_fde(const struct sframe_index *idx, uint64_t pc,
+			  struct sframe_fde *fde)
+{
+	const struct index_fde *e = index_fdes(idx), *f;
+	uint32_t rel, b, lo, n, half;
+
+	if (pc < idx->base || pc - idx->base >= idx->span)
+		return -ENOENT;
+	rel = (uint32_t)(pc - idx->base);
+	b = rel >> idx->shift;
+	/*
+	 * The covering FDE is the last one starting at or below rel: one
+	 * that starts in bucket b at or below rel, or else the last that
+	 * starts before bucket b.  Candidates lo .. lo + n - 1; halving them
+	 * with a conditional move, as find_fde() does, takes at most
+	 * log2(num_fdes) + 1 steps however the FDEs fall in buckets.
+	 */
+	lo = index_buckets(idx)[b];
+	n = index_buckets(idx)[b + 1] - lo + 1;
+	if (lo) {
+		lo--;
+	} else {
+		n--;
+		if (!n || e[0].start > rel)
+			return -ENOENT;
+	}
+	while (n > 1) {
+		half = n / 2;
+		lo = e[lo + half].start <= rel ? lo + half : lo;
+		n -= half;
+	}
+	f = &e[lo];
+	if (rel - f->start >= f->func_size)
+		return -ENOENT;
+	fde->func_start = idx->base + f->start;
+	fde->func_size = f->func_size;
+	fde->fre_off = f->fre_off;
+	fde->num_fres = f->num_fres;
+	fde->fre_type = f->type & 3;
+	fde->pc_type = (f->type >> 2) & 1;
+	fde->flex = (f->type >> 3) & 1;
+	fde->signal_frame = (f->type >> 4) & 1;
+	fde->rep_size = f->rep_size;
+	return 0;
+}
+
+int sframe_find_row_indexed(const struct sframe_section *sec,
+			    const struct sframe_index *idx, uint64_t pc,
+			    struct sframe_row *row, uint32_t *budget)
+{
+	struct sframe_fde fde;
+	struct fre_cursor c;
+	int ret;
+
+	if (!idx)
+		return sframe_find_row_budget(sec, pc, row, budget);
+	ret = spend(budget);
+	if (ret)
+		return ret;
+	ret = sframe_index_find_fde(idx, pc, &fde);
+	if (ret)
+		return ret;
+	cursor_init(&c, sec, &fde);
+	return row_in_fde(sec, &fde, &c, pc, row, budget);
 }

@@ -254,6 +254,66 @@ int sframe_find_row(const struct sframe_section *sec, uint64_t pc,
 int sframe_find_row_budget(const struct sframe_section *sec, uint64_t pc,
 			   struct sframe_row *row, uint32_t *budget);
 
+/*
+ * An index of a section's FDEs, built once (at registration) in memory
+ * the caller owns, so that a lookup finds its FDE without a binary search
+ * of the section: a table of buckets, one per 2^shift bytes of text, says
+ * which few FDEs may cover a PC; a branch-free search of their start
+ * addresses, kept in the index, picks the FDE, whose decoded fields are
+ * kept there too.  Only the FREs are then read from the section.  The
+ * index is trusted (it is the caller's memory, checked when built: sorted,
+ * disjoint FDEs that each decode); the FREs are read and checked as on
+ * every lookup, since the section may change after the build.
+ *
+ * Its size is about 20 bytes per FDE: 4 for the start, 12 for the decoded
+ * FDE, 4 for a bucket (no more buckets than FDEs).
+ */
+struct sframe_index;
+
+/*
+ * Bytes an index of sec needs, into *size.  Returns 0, -E2BIG (the FDEs
+ * span 4 GiB or more of text, which the index's 32-bit offsets cannot
+ * say), -ENOENT (no FDEs), or what reading the first and last FDE gave.
+ */
+int sframe_index_size(const struct sframe_section *sec, uint64_t *size);
+
+/*
+ * Build the index of sec into mem, size bytes (aligned for a uint64_t).
+ * Reads every FDE once, pausing like sframe_validate().  Returns 0,
+ * -EOPNOTSUPP (unsorted table or unknown FDE type), -EINVAL (FDEs out of
+ * order or overlapping, or the section changed so that the index would
+ * not fit in size bytes), -E2BIG, -EFAULT, or what sframe_source_pause()
+ * returned.  On error mem holds no usable index.
+ */
+int sframe_index_build(const struct sframe_section *sec, void *mem,
+		       uint64_t size);
+
+/*
+ * The FDE covering pc, from the index alone (no read of the section):
+ * 0 or -ENOENT.  At most 2 + log2(num_fdes) steps.
+ */
+int sframe_index_find_fde(const struct sframe_index *idx, uint64_t pc,
+			  struct sframe_fde *fde);
+
+/*
+ * The row for pc in fde (which covers pc), reading its FREs; spends one
+ * unit of *budget per FRE as sframe_find_row_budget() does.  Returns as
+ * sframe_find_row_budget().
+ */
+int sframe_find_row_in_fde(const struct sframe_section *sec,
+			   const struct sframe_fde *fde, uint64_t pc,
+			   struct sframe_row *row, uint32_t *budget);
+
+/*
+ * sframe_find_row_budget() with the FDE found in idx (built for sec), at
+ * one unit of budget; with idx NULL, by searching the section.  Gives the
+ * same row or error as the search for the section the index was built
+ * from.
+ */
+int sframe_find_row_indexed(const struct sframe_section *sec,
+			    const struct sframe_index *idx, uint64_t pc,
+			    struct sframe_row *row, uint32_t *budget);
+
 #ifdef __cplusplus
 }
 #endif

@@ -35,7 +35,6 @@
 #include "compat.h"
 #include "discovery.h"
 #include "row_cache.h"
-#include "sframe_source_user.h"
 #include "stats.h"
 #include "sframe_unwind.h"
 #include "unwind.h"
@@ -208,22 +207,13 @@ static bool sframe_find_range(struct sframe_user_unwind *uw, unsigned long pc)
 static int sframe_lookup_row(struct sframe_user_unwind *uw, unsigned long pc,
 			     struct sframe_row *row)
 {
-	struct sframe_source src = {};
 	int ret;
 
 	if (!sframe_find_range(uw, pc))
 		return SFRAME_STEP_UNCOVERED;
 
-	if (uw->range.source == SFRAME_SOURCE_SUPPLIED) {
-		ret = sframe_supplied_find_row(uw->smm, pc, row, &uw->budget);
-	} else {
-		src.base = u64_to_user_ptr(uw->range.sframe_addr);
-		src.size = uw->range.sec.sec_size;
-		uw->range.sec.src = &src;
-		ret = sframe_find_row_budget(&uw->range.sec, pc, row,
-					     &uw->budget);
-		uw->range.sec.src = NULL;
-	}
+	ret = sframe_registry_find_row(uw->smm, &uw->range, pc, row,
+				       &uw->budget);
 	if (ret == -ENOENT)
 		return SFRAME_STEP_UNCOVERED;
 	if (ret == -SFRAME_EBUDGET) {

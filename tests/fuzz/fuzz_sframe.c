@@ -64,8 +64,52 @@ static void check_budget(const struct sframe_section *sec, uint64_t pc,
 		abort();
 }
 
+static int same_loc(const struct sframe_loc *a, const struct sframe_loc *b)
+{
+	return a->kind == b->kind && a->reg == b->reg &&
+	       a->deref == b->deref && a->offset == b->offset;
+}
+
+/*
+ * The FDE index, where it could be built, answers pc as the search does:
+ * the same return and the same row while the section stays as it was
+ * (exact), and a documented row in any case.
+ */
+static void check_index(const struct sframe_section *sec,
+			const struct sframe_index *idx, uint64_t pc, int exact)
+{
+	struct sframe_row a, b;
+	int ra, rb;
+
+	if (!idx)
+		return;
+	rb = sframe_find_row_indexed(sec, idx, pc, &b, NULL);
+	if (!rb)
+		check_row(&b);
+	if (!exact)
+		return;
+	ra = sframe_find_row(sec, pc, &a);
+	if (ra != rb)
+		abort();
+	if (!ra && (a.start_off != b.start_off || a.cfa_reg != b.cfa_reg ||
+		    a.cfa_deref != b.cfa_deref ||
+		    a.cfa_offset != b.cfa_offset ||
+		    a.cfa_addend != b.cfa_addend ||
+		    !same_loc(&a.ra, &b.ra) || !same_loc(&a.fp, &b.fp) ||
+		    a.outermost != b.outermost ||
+		    a.signal_frame != b.signal_frame))
+		abort();
+}
+
+/* Index sections of at most this many bytes of index (fuzzing speed). */
+#define FUZZ_INDEX_MAX (1u << 20)
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	struct sframe_index *idx = NULL;
+	uint64_t index_size;
+	void *index_mem = NULL;
+	int exact;
 	struct sframe_mem_stats stats;
 	struct sframe_source src;
 	struct sframe_section sec;
@@ -109,6 +153,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		goto out;
 	(void)sframe_validate(&sec, 0, ~0ull);
 	(void)sframe_validate(&sec, SEC_ADDR - 0x100000, 0x200000);
+	exact = src.fault_at == SFRAME_NO_FAULT && !src.on_read;
+	if (!sframe_index_size(&sec, &index_size) &&
+	    index_size <= FUZZ_INDEX_MAX) {
+		/* The exact size, so ASan sees any read past the index. */
+		index_mem = malloc(index_size);
+		if (index_mem && !sframe_index_build(&sec, index_mem,
+						     index_size))
+			idx = index_mem;
+	}
 
 	n = sec.num_fdes < 64 ? sec.num_fdes : 64;
 	for (i = 0; i < n; i++) {
@@ -125,6 +178,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		for (j = 0; j < sizeof(pcs) / sizeof(pcs[0]); j++) {
 			ret = sframe_find_row(&sec, pcs[j], &row);
 			check_budget(&sec, pcs[j], data[i % size]);
+			check_index(&sec, idx, pcs[j], exact);
 			if (!ret) {
 				check_row(&row);
 				if (sframe_find_fde(&sec, pcs[j], &fde))
@@ -139,8 +193,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			check_row(&row);
 		if (!sframe_find_row(&sec, SEC_ADDR + (int32_t)pc, &row))
 			check_row(&row);
+		check_index(&sec, idx, pc, exact);
+		check_index(&sec, idx, SEC_ADDR + (int32_t)pc, exact);
 	}
 out:
+	free(index_mem);
 	free(buf);
 	if (stats.out_of_range)
 		abort();

@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * FDE indexes of registered sections (see fde_index.h).
+ *
+ * A lookup without an index binary-searches the FDE table in user memory:
+ * a dozen user reads for a few thousand functions, each a fault-checked
+ * access.  The index holds the FDE starts and decoded FDEs in kernel
+ * memory (about 20 bytes per FDE), so a lookup reads only the FREs of the
+ * function found.  Any local user can make the module build one (by
+ * registering a section, or by running a program that discovery finds),
+ * so its bytes are charged to the user, within index_max_user_kb, and to
+ * the memory cgroup of the task that made it.
+ */
+#include <linux/capability.h>
+#include <linux/moduleparam.h>
+#include <linux/overflow.h>
+#include <linux/rcupdate.h>
+#include <linux/refcount.h>
+#include <linux/slab.h>
+#include <linux/mm.h>
+
+#include "fde_index.h"
+#include "quota.h"
+
+/*
+ * Enough for the largest section (64 MiB of v1 FDEs, about 4 M of them:
+ * 80 MiB of index) is not given by default; a user's programs rarely
+ * reach 3 M functions in all.
+ */
+static unsigned int index_max_user_kb = 64 << 10;
+module_param(index_max_user_kb, uint, 0644);
+MODULE_PARM_DESC(index_max_user_kb,
+		 "Bytes (KiB) of FDE indexes one user (real uid) may have made the module hold; past it, sections are searched without one (CAP_IPC_LOCK exempt)");
+
+struct sframe_fde_index {
+	refcount_t ref;
+	struct sframe_user *user; /* charged bytes; referenced */
+	u64 bytes;
+	struct rcu_head rcu;
+	u64 table[];		  /* struct sframe_index, 8-byte aligned */
+};
+
+struct sframe_fde_index *sframe_fde_index_build(const struct sframe_section *sec)
+{
+	struct sframe_fde_index *fi = NULL;
+	struct sframe_user *user;
+	u64 size, bytes;
+	int ret;
+
+	if (sframe_index_size(sec, &size))
+		return NULL;
+	bytes = size_add(sizeof(*fi), size);
+	user = sframe_user_current();
+	if (!user)
+		return NULL;
+	ret = sframe_user_charge(user, SFRAME_QUOTA_INDEX_BYTES, bytes,
+				 (u64)READ_ONCE(index_max_user_kb) << 10);
+	/* capable() only past the bound: no audit record on every build. */
+	if (ret == -EDQUOT && capable(CAP_IPC_LOCK))
+		ret = sframe_user_charge(user, SFRAME_QUOTA_INDEX_BYTES, bytes,
+					 U64_MAX);
+	if (ret)
+		goto put_user;
+	fi = kvmalloc(bytes, GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
+	if (!fi)
+		goto uncharge;
+	ret = sframe_index_build(sec, fi->table, size);
+	if (ret) {
+		kvfree(fi);
+		fi = ret == -EINTR ? ERR_PTR(ret) : NULL;
+		goto uncharge;
+	}
+	refcount_set(&fi->ref, 1);
+	fi->user = user;
+	fi->bytes = bytes;
+	return fi;
+
+uncharge:
+	sframe_user_uncharge(user, SFRAME_QUOTA_INDEX_BYTES, bytes);
+put_user:
+	sframe_user_put(user);
+	return IS_ERR(fi) ? fi : NULL;
+}
+
+struct sframe_fde_index *sframe_fde_index_get(struct sframe_fde_index *fi)
+{
+	return fi && refcount_inc_not_zero(&fi->ref) ? fi : NULL;
+}
+
+void sframe_fde_index_put(struct sframe_fde_index *fi)
+{
+	if (!fi || !refcount_dec_and_test(&fi->ref))
+		return;
+	sframe_user_uncharge(fi->user, SFRAME_QUOTA_INDEX_BYTES, fi->bytes);
+	sframe_user_put(fi->user);
+	kvfree_rcu(fi, rcu);
+}
+
+const struct sframe_index *sframe_fde_index_table(const struct sframe_fde_index *fi)
+{
+	return (const struct sframe_index *)fi->table;
+}

@@ -1,0 +1,352 @@
+// SPDX-License-Identifier: GPL-2.0
+// The FDE index (sframe_index_build / sframe_find_row_indexed): on every
+// section it is built for, an indexed lookup gives exactly what the search
+// of the section gives, row or error; building refuses what the lookup
+// could not rely on; a lookup's budget is spent as documented.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "decoder_fixture.h"
+#include "sframe_builder.h"
+#include "test_support.h"
+
+using namespace sftest;
+
+namespace {
+
+const uint64_t kSecAddr = 0x500000;
+
+// An index built in memory aligned for its 64-bit fields.
+struct Index {
+	std::vector<uint64_t> mem;
+	int ret = 0;
+	uint64_t size = 0;
+
+	explicit Index(const sframe_section &sec)
+	{
+		ret = sframe_index_size(&sec, &size);
+		if (ret)
+			return;
+		mem.resize((size + 7) / 8);
+		ret = sframe_index_build(&sec, mem.data(), size);
+	}
+	const sframe_index *get() const
+	{
+		return ret ? nullptr : (const sframe_index *)mem.data();
+	}
+};
+
+// Indexed and searched lookups agree on pc: same return, same row, same
+// budget left; and the FDE the index gives is the one the search finds.
+void expect_same(const Decoder &d, const Index &idx, uint64_t pc)
+{
+	sframe_row want, got;
+	std::memset(&want, 0, sizeof(want));
+	std::memset(&got, 0, sizeof(got));
+	int want_ret = sframe_find_row(&d.sec, pc, &want);
+	int got_ret = sframe_find_row_indexed(&d.sec, idx.get(), pc, &got,
+					      nullptr);
+	ASSERT_EQ(got_ret, want_ret) << std::hex << "pc 0x" << pc;
+	if (!want_ret) {
+		ASSERT_TRUE(row_eq(got, want)) << std::hex << "pc 0x" << pc;
+	}
+
+	sframe_fde a, b;
+	int fa = sframe_find_fde(&d.sec, pc, &a);
+	int fb = sframe_index_find_fde(idx.get(), pc, &b);
+	ASSERT_EQ(fb, fa) << std::hex << "pc 0x" << pc;
+	if (!fa) {
+		EXPECT_EQ(b.func_start, a.func_start);
+		EXPECT_EQ(b.func_size, a.func_size);
+		EXPECT_EQ(b.fre_off, a.fre_off);
+		EXPECT_EQ(b.num_fres, a.num_fres);
+		EXPECT_EQ(b.fre_type, a.fre_type);
+		EXPECT_EQ(b.pc_type, a.pc_type);
+		EXPECT_EQ(b.rep_size, a.rep_size);
+		EXPECT_EQ(b.flex, a.flex);
+		EXPECT_EQ(b.signal_frame, a.signal_frame);
+	}
+}
+
+TEST(Index, RealSectionsEveryPc)
+{
+	for (const char *name :
+	     { "shapes_O2", "shapes_fp", "shapes_O0", "shapes_so",
+	       "many_funcs" }) {
+		SCOPED_TRACE(name);
+		ElfInfo elf;
+		ASSERT_EQ(load_elf(std::string(SFRAME_PROG_DIR) + "/" + name,
+				   elf),
+			  "");
+		Decoder d(elf.sframe);
+		ASSERT_EQ(d.init(elf.sframe_addr), 0);
+		Index idx(d.sec);
+		ASSERT_EQ(idx.ret, 0);
+		// Every byte of text and a little around it.
+		for (uint64_t pc = elf.text_lo - 64; pc < elf.text_hi + 64;
+		     pc++)
+			expect_same(d, idx, pc);
+		EXPECT_EQ(d.stats.out_of_range, 0u);
+		// About 20 bytes per FDE, whatever the text's size.
+		EXPECT_LE(idx.size, 64 + 24 * (uint64_t)d.sec.num_fdes);
+	}
+}
+
+// Functions of random sizes with random gaps, zero-sized ones, several in
+// one bucket and buckets with none: every PC agrees.
+TEST(Index, RandomLayoutsEveryPc)
+{
+	std::mt19937 rng(7);
+	for (int round = 0; round < 60; round++) {
+		for (uint8_t v : { 1, 2, 3 }) {
+			BSection s;
+			s.version = v;
+			s.sec_addr = kSecAddr;
+			uint64_t at = 0x400000 + rng() % 64;
+			int n = 1 + rng() % 40;
+			for (int i = 0; i < n; i++) {
+				BFde f;
+				at += rng() % 4 == 0 ? rng() % 3000 : 0;
+				f.start = at;
+				f.size = rng() % 5 == 0 ? 0 :
+				 rng() % 3 == 0 ? 1 + rng() % 8 :
+						 1 + rng() % 400;
+				if (f.size)
+					f.fres = { fre(0, true, 8) };
+				if (f.size > 4)
+					f.fres.push_back(
+						fre(f.size / 2, true, 16));
+				if (v >= 2 && f.size >= 32 && rng() % 4 == 0) {
+					f.pcmask = true;
+					f.rep_size = 16;
+					f.fres = { fre(0, true, 8),
+						   fre(11, true, 16) };
+				}
+				at += f.size;
+				s.fdes.push_back(f);
+			}
+			Decoder d(build(s));
+			ASSERT_EQ(d.init(kSecAddr), 0);
+			Index idx(d.sec);
+			ASSERT_EQ(idx.ret, 0) << "round " << round;
+			for (uint64_t pc = s.fdes.front().start - 20;
+			     pc < at + 20; pc++)
+				expect_same(d, idx, pc);
+			EXPECT_EQ(d.stats.out_of_range, 0u);
+		}
+	}
+}
+
+BSection two_functions(uint8_t version)
+{
+	BSection s;
+	s.version = version;
+	s.sec_addr = kSecAddr;
+	BFde a, b;
+	a.start = 0x401000;
+	a.size = 0x40;
+	a.fres = { fre(0, true, 8), fre(1, true, 16), fre(0x3f, true, 8) };
+	b.start = 0x401040;
+	b.size = 0x20;
+	b.fres = { fre(0, true, 8) };
+	s.fdes = { a, b };
+	return s;
+}
+
+TEST(Index, RefusesWhatTheLookupCannotRelyOn)
+{
+	for (uint8_t v : { 1, 2, 3 }) {
+		SCOPED_TRACE(v);
+		{
+			BSection s = two_functions(v);
+			s.flags = 0;
+			Decoder d(build(s));
+			ASSERT_EQ(d.init(kSecAddr), 0);
+			EXPECT_EQ(Index(d.sec).ret, -EOPNOTSUPP);
+		}
+		{
+			// Overlap (the first runs into the second).
+			BSection s = two_functions(v);
+			s.fdes[0].size = 0x41;
+			s.fdes[0].fre_type = 0;
+			Decoder d(build(s));
+			ASSERT_EQ(d.init(kSecAddr), 0);
+			EXPECT_EQ(Index(d.sec).ret, -EINVAL);
+		}
+		{
+			// Three FDEs out of order: first and last in place.
+			BSection s = two_functions(v);
+			BFde c = s.fdes[1];
+			c.start = 0x401080;
+			s.fdes.push_back(c);
+			std::swap(s.fdes[0].start, s.fdes[1].start);
+			Decoder d(build(s));
+			ASSERT_EQ(d.init(kSecAddr), 0);
+			EXPECT_EQ(Index(d.sec).ret, -EINVAL);
+		}
+		{
+			// Text of 4 GiB or more.
+			BSection s = two_functions(v);
+			s.fdes[1].start = s.fdes[0].start + (1ull << 32);
+			if (v == 1 || v == 2)
+				s.sec_addr = 0; // 32-bit start fields
+			Decoder d(build(s));
+			if (d.init(s.sec_addr))
+				continue;
+			uint64_t size;
+			int ret = sframe_index_size(&d.sec, &size);
+			if (v == 3)
+				EXPECT_EQ(ret, -E2BIG);
+			else
+				EXPECT_TRUE(ret == -E2BIG || ret == 0);
+		}
+		{
+			// The section grew more FDEs between size and build.
+			BSection s = two_functions(v);
+			Decoder d(build(s));
+			ASSERT_EQ(d.init(kSecAddr), 0);
+			uint64_t size;
+			ASSERT_EQ(sframe_index_size(&d.sec, &size), 0);
+			std::vector<uint64_t> mem(size / 8 + 1);
+			EXPECT_EQ(sframe_index_build(&d.sec, mem.data(),
+						     size - 1),
+				  -EINVAL);
+		}
+		{
+			BSection s = two_functions(v);
+			s.fdes.clear();
+			Decoder d(build(s));
+			ASSERT_EQ(d.init(kSecAddr), 0);
+			EXPECT_EQ(Index(d.sec).ret, -ENOENT);
+		}
+	}
+}
+
+// Every byte of the section faulting in turn: building fails with -EFAULT
+// where it reads that byte; a lookup with an index built gives what the
+// search gives without the fault, or -EFAULT (it reads less than the
+// search: a fault the search trips over may not concern it).
+TEST(Index, FaultAtEveryOffset)
+{
+	for (uint8_t v : { 1, 2, 3 }) {
+		SCOPED_TRACE(v);
+		std::vector<uint8_t> bytes = build(two_functions(v));
+		std::vector<int> want_ret;
+		std::vector<sframe_row> want_row;
+		{
+			Decoder d(bytes);
+			ASSERT_EQ(d.init(kSecAddr), 0);
+			for (uint64_t pc = 0x400ff0; pc < 0x401070; pc++) {
+				sframe_row r;
+				std::memset(&r, 0, sizeof(r));
+				want_ret.push_back(
+					sframe_find_row(&d.sec, pc, &r));
+				want_row.push_back(r);
+			}
+		}
+		for (uint64_t k = SFRAME_HDR_SIZE; k < bytes.size(); k++) {
+			Decoder d(bytes);
+			d.src.fault_at = k;
+			ASSERT_EQ(d.init(kSecAddr), 0);
+			Index idx(d.sec);
+			ASSERT_TRUE(idx.ret == 0 || idx.ret == -EFAULT)
+				<< idx.ret;
+			if (idx.ret)
+				continue;
+			for (uint64_t pc = 0x400ff0; pc < 0x401070; pc++) {
+				size_t i = pc - 0x400ff0;
+				sframe_row r;
+				int ret = sframe_find_row_indexed(
+					&d.sec, idx.get(), pc, &r, nullptr);
+				if (ret == -EFAULT)
+					continue;
+				ASSERT_EQ(ret, want_ret[i]) << k << " " << pc;
+				if (!ret) {
+					ASSERT_TRUE(row_eq(r, want_row[i]));
+				}
+			}
+			ASSERT_EQ(d.stats.out_of_range, 0u);
+		}
+	}
+}
+
+TEST(Index, BuildPausesLikeValidation)
+{
+	BSection s;
+	s.version = 2;
+	s.sec_addr = kSecAddr;
+	for (int i = 0; i < 3 * SFRAME_VALIDATE_PAUSE_EVERY; i++) {
+		BFde f;
+		f.start = 0x400000 + 16 * (uint64_t)i;
+		f.size = 16;
+		f.fres = { fre(0, true, 8) };
+		s.fdes.push_back(f);
+	}
+	Decoder d(build(s));
+	ASSERT_EQ(d.init(kSecAddr), 0);
+	{
+		Index idx(d.sec);
+		ASSERT_EQ(idx.ret, 0);
+		EXPECT_GE(d.stats.pauses, 2u);
+	}
+	d.src.pause_ret = -EINTR;
+	EXPECT_EQ(Index(d.sec).ret, -EINTR);
+}
+
+// One unit for the FDE, one per FRE read; none left: -SFRAME_EBUDGET.
+TEST(Index, SpendsTheBudget)
+{
+	Decoder d(build(two_functions(2)));
+	ASSERT_EQ(d.init(kSecAddr), 0);
+	Index idx(d.sec);
+	ASSERT_EQ(idx.ret, 0);
+	sframe_row row;
+	// pc at offset 2: FREs 0 and 1 are at or below it, 0x3f past it.
+	uint32_t budget = 100;
+	ASSERT_EQ(sframe_find_row_indexed(&d.sec, idx.get(), 0x401002, &row,
+					  &budget),
+		  0);
+	EXPECT_EQ(budget, 100u - 1 - 3);
+	EXPECT_EQ(row.cfa_offset, 16);
+	for (uint32_t give = 0; give < 4; give++) {
+		budget = give;
+		EXPECT_EQ(sframe_find_row_indexed(&d.sec, idx.get(), 0x401002,
+						  &row, &budget),
+			  -SFRAME_EBUDGET)
+			<< give;
+		EXPECT_EQ(budget, 0u);
+	}
+}
+
+// The FREs change after the build (the section is user memory): the
+// lookup reads them checked, as the search does, and never out of bounds.
+TEST(Index, SectionChangedAfterBuild)
+{
+	for (uint8_t v : { 1, 2, 3 }) {
+		std::vector<uint8_t> bytes = build(two_functions(v));
+		std::mt19937 rng(v);
+		for (int round = 0; round < 2000; round++) {
+			Decoder d(bytes);
+			ASSERT_EQ(d.init(kSecAddr), 0);
+			Index idx(d.sec);
+			ASSERT_EQ(idx.ret, 0);
+			d.data[SFRAME_HDR_SIZE + rng() % (d.data.size() -
+							  SFRAME_HDR_SIZE)] =
+				(uint8_t)rng();
+			for (uint64_t pc = 0x400ff0; pc < 0x401070; pc++) {
+				sframe_row row;
+				int ret = sframe_find_row_indexed(
+					&d.sec, idx.get(), pc, &row, nullptr);
+				ASSERT_TRUE(ret == 0 || ret == -EINVAL ||
+					    ret == -ENOENT || ret == -E2BIG)
+					<< ret;
+			}
+			ASSERT_EQ(d.stats.out_of_range, 0u);
+		}
+	}
+}
+
+} // namespace
