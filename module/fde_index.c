@@ -40,16 +40,21 @@ struct sframe_fde_index {
 	u64 table[];		  /* struct sframe_index, 8-byte aligned */
 };
 
-struct sframe_fde_index *sframe_fde_index_build(const struct sframe_section *sec)
+/*
+ * An index for sec, charged, not yet built: NULL when none is to be made.
+ * *size: the bytes sframe_validate_index() may fill.
+ */
+static struct sframe_fde_index *sframe_fde_index_alloc(const struct sframe_section *sec,
+						       u64 *size)
 {
-	struct sframe_fde_index *fi = NULL;
+	struct sframe_fde_index *fi;
 	struct sframe_user *user;
-	u64 size, bytes;
+	u64 bytes;
 	int ret;
 
-	if (sframe_index_size(sec, &size))
+	if (sframe_index_size(sec, size))
 		return NULL;
-	bytes = size_add(sizeof(*fi), size);
+	bytes = size_add(sizeof(*fi), *size);
 	user = sframe_user_current();
 	if (!user)
 		return NULL;
@@ -64,12 +69,6 @@ struct sframe_fde_index *sframe_fde_index_build(const struct sframe_section *sec
 	fi = kvmalloc(bytes, GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
 	if (!fi)
 		goto uncharge;
-	ret = sframe_index_build(sec, fi->table, size);
-	if (ret) {
-		kvfree(fi);
-		fi = ret == -EINTR ? ERR_PTR(ret) : NULL;
-		goto uncharge;
-	}
 	refcount_set(&fi->ref, 1);
 	fi->user = user;
 	fi->bytes = bytes;
@@ -79,7 +78,26 @@ uncharge:
 	sframe_user_uncharge(user, SFRAME_QUOTA_INDEX_BYTES, bytes);
 put_user:
 	sframe_user_put(user);
-	return IS_ERR(fi) ? fi : NULL;
+	return NULL;
+}
+
+int sframe_fde_index_validate(const struct sframe_section *sec, u64 text_start,
+			      u64 text_len, struct sframe_fde_index **index)
+{
+	struct sframe_fde_index *fi;
+	u64 size = 0;
+	int ret;
+
+	*index = NULL;
+	fi = sframe_fde_index_alloc(sec, &size);
+	ret = sframe_validate_index(sec, text_start, text_len,
+				    fi ? fi->table : NULL, size);
+	if (ret) {
+		sframe_fde_index_put(fi);
+		return ret;
+	}
+	*index = fi;
+	return 0;
 }
 
 struct sframe_fde_index *sframe_fde_index_get(struct sframe_fde_index *fi)

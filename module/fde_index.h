@@ -13,13 +13,16 @@
 struct sframe_fde_index;
 
 /*
- * Build the index of sec (validated; sec->src set), charged to the
- * caller's memory cgroup and, within index_max_user_kb, to its user.
- * Process context.  NULL when none is made (the user's bound, no memory,
- * or a section the index cannot describe): lookups then search the
- * section, as correct and slower.  ERR_PTR(-EINTR) on a fatal signal.
+ * Validate sec (sframe_validate(), sec->src set) for the text
+ * [text_start, text_start + text_len), building its FDE index on the way
+ * into *index, charged to the caller's memory cgroup and, within
+ * index_max_user_kb, to its user.  Process context.  Returns what the
+ * validation returns; on success *index is the index, or NULL when none
+ * was made (the user's bound, no memory, or a section the index cannot
+ * describe): lookups then search the section, as correct and slower.
  */
-struct sframe_fde_index *sframe_fde_index_build(const struct sframe_section *sec);
+int sframe_fde_index_validate(const struct sframe_section *sec, u64 text_start,
+			      u64 text_len, struct sframe_fde_index **index);
 
 /* Another reference, or NULL if the last one is gone (RCU readers). */
 struct sframe_fde_index *sframe_fde_index_get(struct sframe_fde_index *fi);

@@ -628,18 +628,13 @@ static int sframe_check_section(const struct sframe_source *src,
 	ret = sframe_section_init(&range->sec, src, sframe_addr, src->size);
 	if (ret)
 		return ret;
-	ret = sframe_validate(&range->sec, text_start, text_len);
+	ret = sframe_fde_index_validate(&range->sec, text_start, text_len,
+					&entry->index);
 	if (ret)
 		return ret;
 	ret = sframe_covered_bytes(&range->sec, &range->covered_bytes);
 	if (ret)
 		return ret;
-	entry->index = sframe_fde_index_build(&range->sec);
-	if (IS_ERR(entry->index)) {
-		ret = PTR_ERR(entry->index);
-		entry->index = NULL;
-		return ret;
-	}
 	range->sec.src = NULL; /* the source lives on the caller's stack */
 	range->text_start = text_start;
 	range->text_end = text_start + text_len;
@@ -953,6 +948,7 @@ int sframe_registry_find_row(struct sframe_mm *smm,
 {
 	struct sframe_source src = {};
 	struct sframe_section sec = range->sec;
+	struct sframe_fre_span span;
 	struct sframe_entry *entry;
 	struct sframe_fde fde;
 	int ret = -ENOENT;
@@ -972,7 +968,7 @@ int sframe_registry_find_row(struct sframe_mm *smm,
 	}
 	if (entry && entry->index)
 		ret = sframe_index_find_fde(sframe_fde_index_table(entry->index),
-					    pc, &fde);
+					    pc, &fde, &span);
 	else if (range->source != SFRAME_SOURCE_SUPPLIED)
 		ret = -EAGAIN; /* no index: search the section */
 	rcu_read_unlock();
@@ -984,7 +980,8 @@ int sframe_registry_find_row(struct sframe_mm *smm,
 	 */
 	src.base = u64_to_user_ptr(range->sframe_addr);
 	if (!ret)
-		return sframe_find_row_in_fde(&sec, &fde, pc, row, budget);
+		return sframe_find_row_in_fde(&sec, &fde, &span, pc, row,
+					      budget);
 	if (ret == -EAGAIN)
 		return sframe_find_row_budget(&sec, pc, row, budget);
 	return ret;

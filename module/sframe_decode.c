@@ -38,6 +38,12 @@
 
 #include "sframe_decode.h"
 
+#ifdef __KERNEL__
+#include <linux/string.h>
+#else
+#include <string.h>
+#endif
+
 /*
  * For the per-FRE and per-read helpers of the lookup loops: inlined, they
  * keep the FDE's fields in registers across the loop.  The kernel defines
@@ -748,14 +754,186 @@ static inline int validate_tick(const struct sframe_section *sec,
 	return sframe_source_pause(sec->src);
 }
 
+/*
+ * The index, one block of memory: this header, then
+ *   uint32_t bucket[num_buckets + 1]  FDEs starting below bucket b's text
+ *   struct index_fde fde[num_fdes + INDEX_PAD]  the FDEs, decoded, then
+ *                                    INDEX_PAD entries starting at 2^32 - 1
+ * An FDE's start and the rest sit in one 32-byte entry: the search ends
+ * on the entry it then reads, in the same cache line.
+ */
+
+/*
+ * The last step of a lookup compares rel with the starts of the INDEX_PAD
+ * entries after the first candidate, whether or not they are candidates
+ * (those that are not start above rel), so that it has no branch on how
+ * many there are; the padding entries let it do so at the end.
+ */
+#define INDEX_PAD 3
+
+/*
+ * FREs 1 to INDEX_FRES of a function, whose starts and places the index
+ * keeps: most functions have no more than INDEX_FRES + 1 FREs, so a
+ * lookup knows which FRE applies before reading any, and reads that one
+ * alone; in a longer function it scans from the last one kept.
+ */
+#define INDEX_FRES 4
+
+struct index_fde {
+	uint32_t start;		/* func_start - base */
+	uint32_t func_size;
+	uint32_t fre_off;
+	uint16_t num_fres;	/* <= SFRAME_MAX_FRES_PER_FDE */
+	uint8_t type;		/* fre_type | pc_type << 2 | flex << 3 |
+				   signal_frame << 4 */
+	uint8_t rep_size;
+	/*
+	 * FREs 1 to known: start offsets and byte offsets from FRE 0.  Kept
+	 * only while they fit (a start below 2^16, a byte offset below 2^8);
+	 * the unused starts are 0xffff, above any offset in a function of
+	 * less than 64 KiB, the only ones with any kept.
+	 */
+	uint16_t fre_start[INDEX_FRES];
+	uint8_t fre_at[INDEX_FRES];
+	uint8_t known;
+	uint8_t pad[3];
+};
+
+struct sframe_index {
+	uint64_t base;		/* start of the first FDE */
+	uint32_t span;		/* text from base to the end of the last FDE */
+	uint32_t num_fdes;
+	uint32_t num_buckets;
+	uint32_t shift;		/* bucket of pc: (pc - base) >> shift */
+	uint32_t next_bucket;	/* while building: first bucket not set */
+	uint32_t pad;
+};
+
+static inline uint32_t *index_buckets(const struct sframe_index *idx)
+{
+	return (uint32_t *)(idx + 1);
+}
+
+static inline struct index_fde *index_fdes(const struct sframe_index *idx)
+{
+	return (struct index_fde *)(index_buckets(idx) + idx->num_buckets + 1);
+}
+
+/*
+ * The shape of sec's index: base, span and bucket shift from its first and
+ * last FDE, and the bytes it takes.  Buckets are the smallest power of two
+ * of at least 16 bytes that gives no more buckets than FDEs (or 2^31).
+ */
+static int index_shape(const struct sframe_section *sec,
+		       struct sframe_index *shape, uint64_t *size)
+{
+	struct sframe_fde first, last;
+	uint64_t span;
+	uint32_t shift = 4;
+	int ret;
+
+	if (!sec->num_fdes)
+		return -ENOENT;
+	ret = read_fde(sec, 0, &first, NULL);
+	if (!ret)
+		ret = read_fde(sec, sec->num_fdes - 1, &last, NULL);
+	if (ret)
+		return ret;
+	span = last.func_start + last.func_size - first.func_start;
+	if (last.func_start < first.func_start || span > SFRAME_U32_MAX)
+		return -E2BIG;
+	while (shift < 31 && (span >> shift) >= sec->num_fdes)
+		shift++;
+	shape->base = first.func_start;
+	shape->span = (uint32_t)span;
+	shape->num_fdes = sec->num_fdes;
+	shape->num_buckets = (uint32_t)(span >> shift) + 1;
+	shape->shift = shift;
+	shape->next_bucket = 0;
+	shape->pad = 0;
+	/* The entries stay 4-byte aligned after the u32 buckets. */
+	*size = sizeof(*shape) + 4 * ((uint64_t)shape->num_buckets + 1) +
+		sizeof(struct index_fde) * ((uint64_t)sec->num_fdes + INDEX_PAD);
+	return 0;
+}
+
+int sframe_index_size(const struct sframe_section *sec, uint64_t *size)
+{
+	struct sframe_index shape;
+
+	return index_shape(sec, &shape, size);
+}
+
+/* FDE i, validated (sorted, disjoint, inside the span). */
+static void index_add_fde(struct sframe_index *idx, uint32_t i,
+			  const struct sframe_fde *fde)
+{
+	struct index_fde *out = &index_fdes(idx)[i];
+	uint32_t *bucket = index_buckets(idx);
+	uint32_t rel = (uint32_t)(fde->func_start - idx->base);
+	uint32_t b = idx->next_bucket;
+
+	memset(out, 0, sizeof(*out));
+	out->start = rel;
+	out->func_size = fde->func_size;
+	out->fre_off = fde->fre_off;
+	out->num_fres = (uint16_t)fde->num_fres;
+	out->type = fde->fre_type | fde->pc_type << 2 | fde->flex << 3 |
+		    (uint8_t)fde->signal_frame << 4;
+	out->rep_size = fde->rep_size;
+	memset(out->fre_start, 0xff, sizeof(out->fre_start));
+	/* Buckets up to this FDE's start count the FDEs before it. */
+	while (b < idx->num_buckets && ((uint64_t)b << idx->shift) <= rel)
+		bucket[b++] = i;
+	idx->next_bucket = b;
+}
+
+/* FRE j of FDE i, validated, start offset start, off bytes past FRE 0. */
+static void index_add_fre(struct sframe_index *idx, uint32_t i,
+			  const struct sframe_fde *fde, uint32_t j,
+			  uint32_t start, uint64_t off)
+{
+	struct index_fde *out = &index_fdes(idx)[i];
+
+	/* Kept in order, as long as each fits (see struct index_fde). */
+	if (!j || j > INDEX_FRES || out->known != j - 1 ||
+	    fde->func_size >= 0xffff || off > 0xff)
+		return;
+	out->fre_start[j - 1] = (uint16_t)start;
+	out->fre_at[j - 1] = (uint8_t)off;
+	out->known = (uint8_t)j;
+}
+
+static void index_finish(struct sframe_index *idx)
+{
+	struct index_fde *pad = &index_fdes(idx)[idx->num_fdes];
+	uint32_t *bucket = index_buckets(idx);
+	uint32_t b, k;
+
+	for (b = idx->next_bucket; b <= idx->num_buckets; b++)
+		bucket[b] = idx->num_fdes;
+	for (k = 0; k < INDEX_PAD; k++) {
+		memset(&pad[k], 0, sizeof(pad[k]));
+		pad[k].start = SFRAME_U32_MAX;
+	}
+}
+
 int sframe_validate(const struct sframe_section *sec, uint64_t text_start,
 		    uint64_t text_len)
 {
+	return sframe_validate_index(sec, text_start, text_len, NULL, 0);
+}
+
+int sframe_validate_index(const struct sframe_section *sec,
+			  uint64_t text_start, uint64_t text_len, void *mem,
+			  uint64_t size)
+{
+	struct sframe_index *idx = mem;
 	struct sframe_fde fde;
 	struct sframe_row row;
 	struct fre_cursor c;
 	struct fre_raw f;
-	uint64_t prev_end = 0, total_fres = 0;
+	uint64_t prev_end = 0, total_fres = 0, first, at, need;
 	uint32_t i, j, prev, work = 0;
 	int ret;
 
@@ -764,6 +942,14 @@ int sframe_validate(const struct sframe_section *sec, uint64_t text_start,
 		return -EOPNOTSUPP;
 	if (text_len > ~(uint64_t)0 - text_start)
 		return -EINVAL;
+	if (idx) {
+		ret = index_shape(sec, idx, &need);
+		if (ret)
+			return ret;
+		/* The section changed since its size was asked. */
+		if (need > size)
+			return -EINVAL;
+	}
 
 	/*
 	 * num_fdes and every FDE's FRE count were checked against the
@@ -786,12 +972,21 @@ int sframe_validate(const struct sframe_section *sec, uint64_t text_start,
 		if (i && fde.func_start < prev_end)
 			return -EINVAL;
 		prev_end = fde.func_start + fde.func_size;
+		if (idx) {
+			/* Within the span its first and last FDE gave. */
+			if (fde.func_start < idx->base ||
+			    prev_end - idx->base > idx->span)
+				return -EINVAL;
+			index_add_fde(idx, i, &fde);
+		}
 
 		prev = 0;
+		first = c.pos;
 		for (j = 0; j < fde.num_fres; j++) {
 			ret = validate_tick(sec, &work);
 			if (ret)
 				return ret;
+			at = c.pos - first;
 			ret = read_fre(sec, &fde, &c, &f);
 			if (!ret)
 				ret = fre_to_row(sec, &fde, &f, &row);
@@ -800,11 +995,15 @@ int sframe_validate(const struct sframe_section *sec, uint64_t text_start,
 			if (j && f.start <= prev)
 				return -EINVAL;
 			prev = f.start;
+			if (idx)
+				index_add_fre(idx, i, &fde, j, f.start, at);
 		}
 		total_fres += fde.num_fres;
 	}
 	if (total_fres != sec->num_fres)
 		return -EINVAL;
+	if (idx)
+		index_finish(idx);
 	return 0;
 }
 
@@ -926,25 +1125,32 @@ int sframe_find_row(const struct sframe_section *sec, uint64_t pc,
 	return sframe_find_row_budget(sec, pc, row, NULL);
 }
 
+/* pc's offset in fde, which covers it: where to look among its FREs. */
+static inline uint32_t fre_offset(const struct sframe_fde *fde, uint64_t pc)
+{
+	/* pc - func_start < func_size, a u32 */
+	uint32_t off = (uint32_t)(pc - fde->func_start);
+
+	if (fde->pc_type == SFRAME_PC_MASK)
+		off %= fde->rep_size ? fde->rep_size : SFRAME_V1_PCMASK_BLOCK;
+	return off;
+}
+
 /*
- * The row for pc in fde, which covers it, with c at fde's first FRE (or
- * at its attribute record's copy, for v3: see decode_fde()).
+ * The row for pc in fde, which covers it, with c at fde's FRE span->first
+ * (span NULL: at FRE 0 and all of them to scan; c may be at the copy of
+ * the v3 attribute record, see decode_fde()).
  */
 static int row_in_fde(const struct sframe_section *sec,
 		      const struct sframe_fde *fde, struct fre_cursor *c,
-		      uint64_t pc, struct sframe_row *row, uint32_t *budget)
+		      const struct sframe_fre_span *span, uint64_t pc,
+		      struct sframe_row *row, uint32_t *budget)
 {
 	struct fre_raw f[2];	/* the last FRE at or below off, the next */
-	uint32_t off, rep, j, prev = 0;
+	uint32_t off = fre_offset(fde, pc), j, end, prev = 0;
+	uint32_t first = span ? span->first : 0;
 	int last = -1, k = 0;
 	int ret;
-
-	/* pc - func_start < func_size, a u32 */
-	off = (uint32_t)(pc - fde->func_start);
-	if (fde->pc_type == SFRAME_PC_MASK) {
-		rep = fde->rep_size ? fde->rep_size : SFRAME_V1_PCMASK_BLOCK;
-		off %= rep;
-	}
 
 	/*
 	 * The rule is the last FRE starting at or below off.  FREs are in
@@ -954,16 +1160,23 @@ static int row_in_fde(const struct sframe_section *sec,
 	 * words checked, from the same copy its start was judged on.
 	 * sframe_validate() checks every row.  num_fres is at most
 	 * SFRAME_MAX_FRES_PER_FDE (decode_fde()), and each FRE read costs a
-	 * unit of the budget.
+	 * unit of the budget.  With a span from the index the scan starts
+	 * at the FRE it gives, whose start must be the one the index kept,
+	 * and reads at most span->count FREs.
 	 */
-	for (j = 0; j < fde->num_fres; j++) {
+	end = fde->num_fres;
+	if (span && span->count < end - first)
+		end = first + span->count;
+	for (j = first; j < end; j++) {
 		ret = spend(budget);
 		if (ret)
 			return ret;
 		ret = read_fre(sec, fde, c, &f[k]);
 		if (ret)
 			return ret;
-		if (j && f[k].start <= prev)
+		if (j == first && span && j && f[k].start != span->first_start)
+			return -EINVAL;	/* the section changed */
+		if (j > first && f[k].start <= prev)
 			return -EINVAL;
 		prev = f[k].start;
 		if (prev > off)
@@ -987,161 +1200,39 @@ int sframe_find_row_budget(const struct sframe_section *sec, uint64_t pc,
 	ret = find_fde(sec, pc, &fde, &c, budget);
 	if (ret)
 		return ret;
-	return row_in_fde(sec, &fde, &c, pc, row, budget);
+	return row_in_fde(sec, &fde, &c, NULL, pc, row, budget);
 }
 
 int sframe_find_row_in_fde(const struct sframe_section *sec,
-			   const struct sframe_fde *fde, uint64_t pc,
+			   const struct sframe_fde *fde,
+			   const struct sframe_fre_span *span, uint64_t pc,
 			   struct sframe_row *row, uint32_t *budget)
 {
 	struct fre_cursor c;
+	int ret;
 
 	if (fde->fre_type > 2 || pc < fde->func_start ||
 	    pc - fde->func_start >= fde->func_size)
 		return -EINVAL;
 	if (fde->num_fres > SFRAME_MAX_FRES_PER_FDE)
 		return -E2BIG;
-	cursor_init(&c, sec, fde);
-	return row_in_fde(sec, fde, &c, pc, row, budget);
-}
-
-/*
- * The index, one block of memory: this header, then
- *   uint32_t bucket[num_buckets + 1]  FDEs starting below bucket b's text
- *   struct index_fde fde[num_fdes]    the FDEs, decoded
- * An FDE's start and the rest sit in one 16-byte entry: the search ends
- * on the entry it then reads, in the same cache line.
- */
-struct index_fde {
-	uint32_t start;		/* func_start - base */
-	uint32_t func_size;
-	uint32_t fre_off;
-	uint16_t num_fres;	/* <= SFRAME_MAX_FRES_PER_FDE */
-	uint8_t type;		/* fre_type | pc_type << 2 | flex << 3 |
-				   signal_frame << 4 */
-	uint8_t rep_size;
-};
-
-struct sframe_index {
-	uint64_t base;		/* start of the first FDE */
-	uint32_t span;		/* text from base to the end of the last FDE */
-	uint32_t num_fdes;
-	uint32_t num_buckets;
-	uint32_t shift;		/* bucket of pc: (pc - base) >> shift */
-};
-
-static inline uint32_t *index_buckets(const struct sframe_index *idx)
-{
-	return (uint32_t *)(idx + 1);
-}
-
-static inline struct index_fde *index_fdes(const struct sframe_index *idx)
-{
-	return (struct index_fde *)(index_buckets(idx) + idx->num_buckets + 1);
-}
-
-/*
- * The shape of sec's index: base, span and bucket shift from its first and
- * last FDE, and the bytes it takes.  Buckets are the smallest power of two
- * of at least 16 bytes that gives no more buckets than FDEs (or 2^31).
- */
-static int index_shape(const struct sframe_section *sec,
-		       struct sframe_index *shape, uint64_t *size)
-{
-	struct sframe_fde first, last;
-	uint64_t span;
-	uint32_t shift = 4;
-	int ret;
-
-	if (!sec->num_fdes)
-		return -ENOENT;
-	ret = read_fde(sec, 0, &first, NULL);
-	if (!ret)
-		ret = read_fde(sec, sec->num_fdes - 1, &last, NULL);
-	if (ret)
-		return ret;
-	span = last.func_start + last.func_size - first.func_start;
-	if (last.func_start < first.func_start || span > SFRAME_U32_MAX)
-		return -E2BIG;
-	while (shift < 31 && (span >> shift) >= sec->num_fdes)
-		shift++;
-	shape->base = first.func_start;
-	shape->span = (uint32_t)span;
-	shape->num_fdes = sec->num_fdes;
-	shape->num_buckets = (uint32_t)(span >> shift) + 1;
-	shape->shift = shift;
-	/* The entries stay 4-byte aligned after the u32 buckets. */
-	*size = sizeof(*shape) + 4 * ((uint64_t)shape->num_buckets + 1) +
-		sizeof(struct index_fde) * (uint64_t)sec->num_fdes;
-	return 0;
-}
-
-int sframe_index_size(const struct sframe_section *sec, uint64_t *size)
-{
-	struct sframe_index shape;
-
-	return index_shape(sec, &shape, size);
-}
-
-int sframe_index_build(const struct sframe_section *sec, void *mem,
-		       uint64_t size)
-{
-	struct sframe_index *idx = mem;
-	struct sframe_fde fde;
-	struct index_fde *out;
-	uint32_t *bucket, i, b = 0, work = 0;
-	uint64_t need, rel, prev_end = 0;
-	int ret;
-
-	if (!(sec->flags & SFRAME_F_FDE_SORTED))
-		return -EOPNOTSUPP;
-	ret = index_shape(sec, idx, &need);
-	if (ret)
-		return ret;
-	/* The section changed since its size was asked. */
-	if (need > size)
+	if (span && span->first >= fde->num_fres)
 		return -EINVAL;
-	bucket = index_buckets(idx);
-	out = index_fdes(idx);
-
-	for (i = 0; i < idx->num_fdes; i++) {
-		ret = validate_tick(sec, &work);
-		if (ret)
-			return ret;
-		ret = read_fde(sec, i, &fde, NULL);
-		if (ret)
-			return ret;
-		/*
-		 * Sorted and disjoint inside [base, base + span), what the
-		 * lookup relies on: checked on what is stored.
-		 */
-		rel = fde.func_start - idx->base;
-		if (fde.func_start < idx->base || rel < prev_end ||
-		    rel > idx->span || fde.func_size > idx->span - rel)
-			return -EINVAL;
-		prev_end = rel + fde.func_size;
-		out[i].start = (uint32_t)rel;
-		out[i].func_size = fde.func_size;
-		out[i].fre_off = fde.fre_off;
-		out[i].num_fres = (uint16_t)fde.num_fres;
-		out[i].type = fde.fre_type | fde.pc_type << 2 | fde.flex << 3 |
-			      (uint8_t)fde.signal_frame << 4;
-		out[i].rep_size = fde.rep_size;
-		/* Buckets up to this FDE's start count the FDEs before it. */
-		while (b < idx->num_buckets &&
-		       ((uint64_t)b << idx->shift) <= rel)
-			bucket[b++] = i;
-	}
-	while (b <= idx->num_buckets)
-		bucket[b++] = idx->num_fdes;
-	return 0;
+	/* One unit for the FDE, as the search's table reads cost. */
+	ret = spend(budget);
+	if (ret)
+		return ret;
+	cursor_init(&c, sec, fde);
+	if (span)
+		c.pos += span->first_at;
+	return row_in_fde(sec, fde, &c, span, pc, row, budget);
 }
 
 int sframe_index_find_fde(const struct sframe_index *idx, uint64_t pc,
-			  struct sframe_fde *fde)
+			  struct sframe_fde *fde, struct sframe_fre_span *span)
 {
 	const struct index_fde *e = index_fdes(idx), *f;
-	uint32_t rel, b, lo, n, half;
+	uint32_t rel, b, lo, n, half, off, j, k;
 
 	if (pc < idx->base || pc - idx->base >= idx->span)
 		return -ENOENT;
@@ -1152,7 +1243,11 @@ int sframe_index_find_fde(const struct sframe_index *idx, uint64_t pc,
 	 * that starts in bucket b at or below rel, or else the last that
 	 * starts before bucket b.  Candidates lo .. lo + n - 1; halving them
 	 * with a conditional move, as find_fde() does, takes at most
-	 * log2(num_fdes) + 1 steps however the FDEs fall in buckets.
+	 * log2(num_fdes) + 1 steps however the FDEs fall in buckets.  There
+	 * are rarely more than INDEX_PAD + 1, and then none are halved: the
+	 * last step counts those of the next INDEX_PAD entries that start at
+	 * or below rel (sorted, so they are the first ones), with no branch
+	 * to mispredict on n.
 	 */
 	lo = index_buckets(idx)[b];
 	n = index_buckets(idx)[b + 1] - lo + 1;
@@ -1163,11 +1258,14 @@ int sframe_index_find_fde(const struct sframe_index *idx, uint64_t pc,
 		if (!n || e[0].start > rel)
 			return -ENOENT;
 	}
-	while (n > 1) {
+	while (n > INDEX_PAD + 1) {
 		half = n / 2;
 		lo = e[lo + half].start <= rel ? lo + half : lo;
 		n -= half;
 	}
+	/* Entries past the last candidate start above rel (or pad). */
+	lo += (e[lo + 1].start <= rel) + (e[lo + 2].start <= rel) +
+	      (e[lo + 3].start <= rel);
 	f = &e[lo];
 	if (rel - f->start >= f->func_size)
 		return -ENOENT;
@@ -1180,6 +1278,27 @@ int sframe_index_find_fde(const struct sframe_index *idx, uint64_t pc,
 	fde->flex = (f->type >> 3) & 1;
 	fde->signal_frame = (f->type >> 4) & 1;
 	fde->rep_size = f->rep_size;
+	if (!span)
+		return 0;
+
+	/*
+	 * The FRE for pc is the last one starting at or below its offset:
+	 * FRE j, j the count of kept starts at or below it (unkept ones are
+	 * 0xffff, above any offset where some are kept).  If FRE j + 1 is
+	 * kept too, it starts past the offset and FRE j is the one: read it
+	 * alone.  Else scan from FRE j.
+	 */
+	off = fre_offset(fde, pc);
+	j = 0;
+	for (k = 0; k < INDEX_FRES; k++)
+		j += f->fre_start[k] <= off;
+	/* Only in a function of 64 KiB or more: none kept. */
+	if (j > f->known)
+		j = f->known;
+	span->first = j;
+	span->first_at = j ? f->fre_at[j - 1] : 0;
+	span->first_start = j ? f->fre_start[j - 1] : 0;
+	span->count = j < f->known ? 1 : f->num_fres - j;
 	return 0;
 }
 
@@ -1187,18 +1306,14 @@ int sframe_find_row_indexed(const struct sframe_section *sec,
 			    const struct sframe_index *idx, uint64_t pc,
 			    struct sframe_row *row, uint32_t *budget)
 {
+	struct sframe_fre_span span;
 	struct sframe_fde fde;
-	struct fre_cursor c;
 	int ret;
 
 	if (!idx)
 		return sframe_find_row_budget(sec, pc, row, budget);
-	ret = spend(budget);
+	ret = sframe_index_find_fde(idx, pc, &fde, &span);
 	if (ret)
 		return ret;
-	ret = sframe_index_find_fde(idx, pc, &fde);
-	if (ret)
-		return ret;
-	cursor_init(&c, sec, &fde);
-	return row_in_fde(sec, &fde, &c, pc, row, budget);
+	return sframe_find_row_in_fde(sec, &fde, &span, pc, row, budget);
 }

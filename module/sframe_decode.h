@@ -255,18 +255,20 @@ int sframe_find_row_budget(const struct sframe_section *sec, uint64_t pc,
 			   struct sframe_row *row, uint32_t *budget);
 
 /*
- * An index of a section's FDEs, built once (at registration) in memory
- * the caller owns, so that a lookup finds its FDE without a binary search
- * of the section: a table of buckets, one per 2^shift bytes of text, says
- * which few FDEs may cover a PC; a branch-free search of their start
- * addresses, kept in the index, picks the FDE, whose decoded fields are
- * kept there too.  Only the FREs are then read from the section.  The
- * index is trusted (it is the caller's memory, checked when built: sorted,
- * disjoint FDEs that each decode); the FREs are read and checked as on
- * every lookup, since the section may change after the build.
+ * An index of a section's FDEs, built once (at registration, by the
+ * validation) in memory the caller owns, so that a lookup finds its FDE
+ * without a binary search of the section: a table of buckets, one per
+ * 2^shift bytes of text, says which few FDEs may cover a PC; a branch-free
+ * search of their start addresses, kept in the index, picks the FDE, whose
+ * decoded fields are kept there too, with the start offsets and places of
+ * its first few FREs.  Only the FRE that applies is then read from the
+ * section (or, in a function with many FREs, those from the last one
+ * kept).  The index is trusted (it is the caller's memory, built from what
+ * the validation checked); the FREs read are checked as on every lookup,
+ * since the section may change after the build.
  *
- * Its size is about 20 bytes per FDE: 4 for the start, 12 for the decoded
- * FDE, 4 for a bucket (no more buckets than FDEs).
+ * Its size is 36 bytes per FDE: a 32-byte entry and a 4-byte bucket (no
+ * more buckets than FDEs), plus a few bytes.
  */
 struct sframe_index;
 
@@ -278,37 +280,51 @@ struct sframe_index;
 int sframe_index_size(const struct sframe_section *sec, uint64_t *size);
 
 /*
- * Build the index of sec into mem, size bytes (aligned for a uint64_t).
- * Reads every FDE once, pausing like sframe_validate().  Returns 0,
- * -EOPNOTSUPP (unsorted table or unknown FDE type), -EINVAL (FDEs out of
- * order or overlapping, or the section changed so that the index would
- * not fit in size bytes), -E2BIG, -EFAULT, or what sframe_source_pause()
- * returned.  On error mem holds no usable index.
+ * sframe_validate(), and with mem, building the index of sec there on the
+ * way: size bytes (as sframe_index_size() gave; 8-byte aligned).  Returns
+ * what sframe_validate() returns, or -ENOENT or -E2BIG as
+ * sframe_index_size(), or -EINVAL when the section changed so that the
+ * index would not fit in size bytes.  On error mem holds no usable index.
  */
-int sframe_index_build(const struct sframe_section *sec, void *mem,
-		       uint64_t size);
+int sframe_validate_index(const struct sframe_section *sec,
+			  uint64_t text_start, uint64_t text_len, void *mem,
+			  uint64_t size);
 
 /*
- * The FDE covering pc, from the index alone (no read of the section):
- * 0 or -ENOENT.  At most 2 + log2(num_fdes) steps.
+ * Where a lookup reads a function's FREs: from FRE first, first_at bytes
+ * past FRE 0, whose start offset the index kept as first_start (checked
+ * against the section: it may have changed), and at most count FREs.
+ */
+struct sframe_fre_span {
+	uint32_t first;
+	uint32_t first_at;
+	uint32_t first_start;
+	uint32_t count;
+};
+
+/*
+ * The FDE covering pc, from the index alone (no read of the section), and
+ * with span where to read its FREs for pc: 0 or -ENOENT.  At most
+ * 2 + log2(num_fdes) steps.
  */
 int sframe_index_find_fde(const struct sframe_index *idx, uint64_t pc,
-			  struct sframe_fde *fde);
+			  struct sframe_fde *fde, struct sframe_fre_span *span);
 
 /*
- * The row for pc in fde (which covers pc), reading its FREs; spends one
- * unit of *budget per FRE as sframe_find_row_budget() does.  Returns as
- * sframe_find_row_budget().
+ * The row for pc in fde (which covers pc), reading its FREs where span
+ * says (NULL: from the first, all of them); spends one unit of *budget for
+ * the FDE and one per FRE read, as sframe_find_row_budget() does.  Returns
+ * as sframe_find_row_budget().
  */
 int sframe_find_row_in_fde(const struct sframe_section *sec,
-			   const struct sframe_fde *fde, uint64_t pc,
+			   const struct sframe_fde *fde,
+			   const struct sframe_fre_span *span, uint64_t pc,
 			   struct sframe_row *row, uint32_t *budget);
 
 /*
- * sframe_find_row_budget() with the FDE found in idx (built for sec), at
- * one unit of budget; with idx NULL, by searching the section.  Gives the
- * same row or error as the search for the section the index was built
- * from.
+ * sframe_find_row_budget() with the FDE and FREs found in idx (built for
+ * sec); with idx NULL, by searching the section.  Gives the same row or
+ * error as the search, for the section the index was built from.
  */
 int sframe_find_row_indexed(const struct sframe_section *sec,
 			    const struct sframe_index *idx, uint64_t pc,

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
-// The FDE index (sframe_index_build / sframe_find_row_indexed): on every
+// The FDE index (sframe_validate_index / sframe_find_row_indexed): on every
 // section it is built for, an indexed lookup gives exactly what the search
 // of the section gives, row or error; building refuses what the lookup
 // could not rely on; a lookup's budget is spent as documented.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -31,7 +32,7 @@ struct Index {
 		if (ret)
 			return;
 		mem.resize((size + 7) / 8);
-		ret = sframe_index_build(&sec, mem.data(), size);
+		ret = sframe_validate_index(&sec, 0, ~0ull, mem.data(), size);
 	}
 	const sframe_index *get() const
 	{
@@ -56,7 +57,8 @@ void expect_same(const Decoder &d, const Index &idx, uint64_t pc)
 
 	sframe_fde a, b;
 	int fa = sframe_find_fde(&d.sec, pc, &a);
-	int fb = sframe_index_find_fde(idx.get(), pc, &b);
+	sframe_fre_span span;
+	int fb = sframe_index_find_fde(idx.get(), pc, &b, &span);
 	ASSERT_EQ(fb, fa) << std::hex << "pc 0x" << pc;
 	if (!fa) {
 		EXPECT_EQ(b.func_start, a.func_start);
@@ -68,6 +70,9 @@ void expect_same(const Decoder &d, const Index &idx, uint64_t pc)
 		EXPECT_EQ(b.rep_size, a.rep_size);
 		EXPECT_EQ(b.flex, a.flex);
 		EXPECT_EQ(b.signal_frame, a.signal_frame);
+		EXPECT_LT(span.first, b.num_fres);
+		EXPECT_LE(span.count, b.num_fres - span.first);
+		EXPECT_GE(span.count, 1u);
 	}
 }
 
@@ -90,14 +95,15 @@ TEST(Index, RealSectionsEveryPc)
 		     pc++)
 			expect_same(d, idx, pc);
 		EXPECT_EQ(d.stats.out_of_range, 0u);
-		// About 20 bytes per FDE, whatever the text's size.
-		EXPECT_LE(idx.size, 64 + 24 * (uint64_t)d.sec.num_fdes);
+		// 36 bytes per FDE and a few, whatever the text's size.
+		EXPECT_LE(idx.size, 160 + 36 * (uint64_t)d.sec.num_fdes);
 	}
 }
 
 // Functions of random sizes with random gaps, zero-sized ones, several in
-// one bucket and buckets with none: every PC agrees.
-TEST(Index, RandomLayoutsEveryPc)
+// one bucket and buckets with none, functions of many FREs and of 64 KiB
+// and more: every PC near an edge, and random ones, agree.
+TEST(Index, RandomLayoutsAtEveryEdge)
 {
 	std::mt19937 rng(7);
 	for (int round = 0; round < 60; round++) {
@@ -113,12 +119,25 @@ TEST(Index, RandomLayoutsEveryPc)
 				f.start = at;
 				f.size = rng() % 5 == 0 ? 0 :
 				 rng() % 3 == 0 ? 1 + rng() % 8 :
+				 rng() % 9 == 0 ? 0xff00 + rng() % 0x200 :
 						 1 + rng() % 400;
 				if (f.size)
 					f.fres = { fre(0, true, 8) };
-				if (f.size > 4)
-					f.fres.push_back(
-						fre(f.size / 2, true, 16));
+				// Up to 11 more FREs at increasing
+				// offsets, some far apart.
+				uint32_t more = f.size > 12 ? rng() % 12 : 0;
+				uint32_t st = 0;
+				for (uint32_t k = 0; k < more; k++) {
+					uint32_t room = f.size - 1 - st;
+					if (room < 1)
+						break;
+					st += 1 + rng() % std::min<uint32_t>(
+							  room, rng() % 2 ? 6 :
+							  0x2000);
+					f.fres.push_back(fre_fp(
+						st, rng() % 2, 8 + 8 * k,
+						-16));
+				}
 				if (v >= 2 && f.size >= 32 && rng() % 4 == 0) {
 					f.pcmask = true;
 					f.rep_size = 16;
@@ -132,9 +151,20 @@ TEST(Index, RandomLayoutsEveryPc)
 			ASSERT_EQ(d.init(kSecAddr), 0);
 			Index idx(d.sec);
 			ASSERT_EQ(idx.ret, 0) << "round " << round;
-			for (uint64_t pc = s.fdes.front().start - 20;
-			     pc < at + 20; pc++)
-				expect_same(d, idx, pc);
+			// Every PC near a function's or an FRE's
+			// boundary, and random ones in between.
+			std::vector<uint64_t> edges = { at };
+			for (const BFde &f : s.fdes) {
+				edges.push_back(f.start);
+				for (const BFre &r : f.fres)
+					edges.push_back(f.start + r.start);
+			}
+			for (uint64_t e : edges)
+				for (uint64_t pc = e - 3; pc < e + 3; pc++)
+					expect_same(d, idx, pc);
+			uint64_t lo = s.fdes.front().start - 20;
+			for (int k = 0; k < 2000; k++)
+				expect_same(d, idx, lo + rng() % (at + 40 - lo));
 			EXPECT_EQ(d.stats.out_of_range, 0u);
 		}
 	}
@@ -211,8 +241,8 @@ TEST(Index, RefusesWhatTheLookupCannotRelyOn)
 			uint64_t size;
 			ASSERT_EQ(sframe_index_size(&d.sec, &size), 0);
 			std::vector<uint64_t> mem(size / 8 + 1);
-			EXPECT_EQ(sframe_index_build(&d.sec, mem.data(),
-						     size - 1),
+			EXPECT_EQ(sframe_validate_index(&d.sec, 0, ~0ull,
+							mem.data(), size - 1),
 				  -EINVAL);
 		}
 		{
@@ -304,14 +334,15 @@ TEST(Index, SpendsTheBudget)
 	Index idx(d.sec);
 	ASSERT_EQ(idx.ret, 0);
 	sframe_row row;
-	// pc at offset 2: FREs 0 and 1 are at or below it, 0x3f past it.
+	// pc at offset 2: FREs 0 and 1 are at or below it, 0x3f past it,
+	// which the index knows: it reads FRE 1 alone.
 	uint32_t budget = 100;
 	ASSERT_EQ(sframe_find_row_indexed(&d.sec, idx.get(), 0x401002, &row,
 					  &budget),
 		  0);
-	EXPECT_EQ(budget, 100u - 1 - 3);
+	EXPECT_EQ(budget, 100u - 1 - 1);
 	EXPECT_EQ(row.cfa_offset, 16);
-	for (uint32_t give = 0; give < 4; give++) {
+	for (uint32_t give = 0; give < 2; give++) {
 		budget = give;
 		EXPECT_EQ(sframe_find_row_indexed(&d.sec, idx.get(), 0x401002,
 						  &row, &budget),
