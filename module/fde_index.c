@@ -11,7 +11,6 @@
  * so its bytes are charged to the user, within index_max_user_kb, and to
  * the memory cgroup of the task that made it.
  */
-#include <linux/capability.h>
 #include <linux/moduleparam.h>
 #include <linux/overflow.h>
 #include <linux/rcupdate.h>
@@ -30,7 +29,7 @@
 static unsigned int index_max_user_kb = 64 << 10;
 module_param(index_max_user_kb, uint, 0644);
 MODULE_PARM_DESC(index_max_user_kb,
-		 "Bytes (KiB) of FDE indexes one user (real uid) may have made the module hold; past it, sections are searched without one (CAP_IPC_LOCK exempt)");
+		 "Bytes (KiB) of FDE indexes one user (real uid) may have made the module hold; past it, sections are searched without one");
 
 struct sframe_fde_index {
 	refcount_t ref;
@@ -58,12 +57,13 @@ static struct sframe_fde_index *sframe_fde_index_alloc(const struct sframe_secti
 	user = sframe_user_current();
 	if (!user)
 		return NULL;
+	/*
+	 * No exemption (perf's CAP_IPC_LOCK, as for supplied sections): an
+	 * index only makes lookups faster, and past the bound the section
+	 * is searched instead.
+	 */
 	ret = sframe_user_charge(user, SFRAME_QUOTA_INDEX_BYTES, bytes,
 				 (u64)READ_ONCE(index_max_user_kb) << 10);
-	/* capable() only past the bound: no audit record on every build. */
-	if (ret == -EDQUOT && capable(CAP_IPC_LOCK))
-		ret = sframe_user_charge(user, SFRAME_QUOTA_INDEX_BYTES, bytes,
-					 U64_MAX);
 	if (ret)
 		goto put_user;
 	fi = kvmalloc(bytes, GFP_KERNEL_ACCOUNT | __GFP_NOWARN);

@@ -77,6 +77,27 @@ TEST(ChainTest, ExecutableSframeOnly) {
   EXPECT_EQ(c.nr_fp, 0u);
 }
 
+// With no room for FDE indexes (index_max_user_kb=0) sections are
+// registered without one and every lookup searches the section in user
+// memory: the same chain, step for step.
+TEST(ChainTest, WithoutFdeIndexesTheChainIsTheSame) {
+  if (geteuid() != 0) GTEST_SKIP() << "sets the module parameter index_max_user_kb (root only)";
+  ChildResult r;
+  {
+    vmtest::ScopedModuleParam bound("index_max_user_kb", "0");
+    ASSERT_TRUE(bound.ok());
+    r = RunChild("exe_chain");
+  }
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  const Chain& c = r.chains["sframe"];
+  EXPECT_TRUE(
+      ChainIs(c, Cat({kUnwindSelf, "DoUnwind", "exe_c", "exe_b", "exe_a"}, ChildTail("exe_chain")),
+              r.main_return));
+  EXPECT_EQ(c.stop, StopReason::kNoCoverage) << c.Describe();
+  EXPECT_EQ(c.nr_sframe, c.frames.size() - 1);
+  EXPECT_EQ(c.nr_fp, 0u);
+}
+
 TEST(ChainTest, ExecutableAllMethodsStartsTheSame) {
   ChildResult r = RunChild("exe_chain");
   ASSERT_EQ(r.exit_status, 0) << r.output;
