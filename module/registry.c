@@ -948,7 +948,6 @@ int sframe_registry_find_row(struct sframe_mm *smm,
 {
 	struct sframe_source src = {};
 	struct sframe_section sec = range->sec;
-	struct sframe_fre_span span;
 	struct sframe_entry *entry;
 	struct sframe_fde fde;
 	int ret = -ENOENT;
@@ -967,21 +966,20 @@ int sframe_registry_find_row(struct sframe_mm *smm,
 		return ret;
 	}
 	if (entry && entry->index)
-		ret = sframe_index_find_fde(sframe_fde_index_table(entry->index),
-					    pc, &fde, &span);
+		ret = sframe_index_find_row(sframe_fde_index_table(entry->index),
+					    pc, &fde, row, budget);
 	else if (range->source != SFRAME_SOURCE_SUPPLIED)
 		ret = -EAGAIN; /* no index: search the section */
 	rcu_read_unlock();
 
 	/*
 	 * A section in user memory is read outside RCU: a read may fault
-	 * and sleep.  The index told which FDE, from kernel memory; the FREs
-	 * are read from the section, checked, as by the search.
+	 * and sleep.  The index told which FDE, from kernel memory; its
+	 * FREs are read from the section, checked, as by the search.
 	 */
 	src.base = u64_to_user_ptr(range->sframe_addr);
-	if (!ret)
-		return sframe_find_row_in_fde(&sec, &fde, &span, pc, row,
-					      budget);
+	if (ret == SFRAME_INDEX_READ_FRES)
+		return sframe_find_row_in_fde(&sec, &fde, pc, row, budget);
 	if (ret == -EAGAIN)
 		return sframe_find_row_budget(&sec, pc, row, budget);
 	return ret;

@@ -759,8 +759,9 @@ static inline int validate_tick(const struct sframe_section *sec,
  *   uint32_t bucket[num_buckets + 1]  FDEs starting below bucket b's text
  *   struct index_fde fde[num_fdes + INDEX_PAD]  the FDEs, decoded, then
  *                                    INDEX_PAD entries starting at 2^32 - 1
- * An FDE's start and the rest sit in one 32-byte entry: the search ends
- * on the entry it then reads, in the same cache line.
+ *   struct index_row row[num_rows]   each FDE's rows, in FDE order
+ * An FDE's start and the rest sit in one 16-byte entry: the search ends on
+ * the entry it then reads, in the same cache line.
  */
 
 /*
@@ -771,32 +772,36 @@ static inline int validate_tick(const struct sframe_section *sec,
  */
 #define INDEX_PAD 3
 
-/*
- * FREs 1 to INDEX_FRES of a function, whose starts and places the index
- * keeps: most functions have no more than INDEX_FRES + 1 FREs, so a
- * lookup knows which FRE applies before reading any, and reads that one
- * alone; in a longer function it scans from the last one kept.
- */
-#define INDEX_FRES 4
+/* index_fde.type: the FDE's rows are in the index (else: read its FREs) */
+#define INDEX_F_ROWS (1u << 5)
 
 struct index_fde {
 	uint32_t start;		/* func_start - base */
 	uint32_t func_size;
-	uint32_t fre_off;
+	uint32_t where;		/* INDEX_F_ROWS: its first row in row[];
+				   else its fre_off, for reading its FREs */
 	uint16_t num_fres;	/* <= SFRAME_MAX_FRES_PER_FDE */
 	uint8_t type;		/* fre_type | pc_type << 2 | flex << 3 |
-				   signal_frame << 4 */
+				   signal_frame << 4 | INDEX_F_ROWS */
 	uint8_t rep_size;
-	/*
-	 * FREs 1 to known: start offsets and byte offsets from FRE 0.  Kept
-	 * only while they fit (a start below 2^16, a byte offset below 2^8);
-	 * the unused starts are 0xffff, above any offset in a function of
-	 * less than 64 KiB, the only ones with any kept.
-	 */
-	uint16_t fre_start[INDEX_FRES];
-	uint8_t fre_at[INDEX_FRES];
-	uint8_t known;
-	uint8_t pad[3];
+};
+
+/* index_row.flags */
+#define INDEX_ROW_CFA_FP 1	/* CFA = FP + offset (else SP + offset) */
+#define INDEX_ROW_OUTERMOST 2	/* RA undefined: the walk ends here */
+
+/*
+ * A row of the common AMD64 shape, the only one kept: CFA = SP or FP +
+ * offset, RA at the section's fixed offset from the CFA, FP saved at
+ * CFA + fp_offset or (0) unchanged.  An FDE with any other row (v3
+ * flexible ones; offsets too wide) keeps none, and its lookups read its
+ * FREs from the section.
+ */
+struct index_row {
+	uint32_t start;		/* FRE start offset within the function */
+	int16_t cfa_offset;
+	int8_t fp_offset;
+	uint8_t flags;
 };
 
 struct sframe_index {
@@ -805,8 +810,11 @@ struct sframe_index {
 	uint32_t num_fdes;
 	uint32_t num_buckets;
 	uint32_t shift;		/* bucket of pc: (pc - base) >> shift */
+	uint32_t num_rows;	/* the section's FRE count */
 	uint32_t next_bucket;	/* while building: first bucket not set */
-	uint32_t pad;
+	uint32_t next_row;	/* while building: first row not taken */
+	int8_t ra_offset;	/* the section's fixed RA offset */
+	uint8_t pad[3];
 };
 
 static inline uint32_t *index_buckets(const struct sframe_index *idx)
@@ -817,6 +825,12 @@ static inline uint32_t *index_buckets(const struct sframe_index *idx)
 static inline struct index_fde *index_fdes(const struct sframe_index *idx)
 {
 	return (struct index_fde *)(index_buckets(idx) + idx->num_buckets + 1);
+}
+
+static inline struct index_row *index_rows(const struct sframe_index *idx)
+{
+	return (struct index_row *)(index_fdes(idx) + idx->num_fdes +
+				    INDEX_PAD);
 }
 
 /*
@@ -844,16 +858,18 @@ static int index_shape(const struct sframe_section *sec,
 		return -E2BIG;
 	while (shift < 31 && (span >> shift) >= sec->num_fdes)
 		shift++;
+	memset(shape, 0, sizeof(*shape));
 	shape->base = first.func_start;
 	shape->span = (uint32_t)span;
 	shape->num_fdes = sec->num_fdes;
 	shape->num_buckets = (uint32_t)(span >> shift) + 1;
 	shape->shift = shift;
-	shape->next_bucket = 0;
-	shape->pad = 0;
-	/* The entries stay 4-byte aligned after the u32 buckets. */
+	shape->num_rows = sec->num_fres;
+	shape->ra_offset = sec->fixed_ra_offset;
+	/* Everything after the header stays 4-byte aligned. */
 	*size = sizeof(*shape) + 4 * ((uint64_t)shape->num_buckets + 1) +
-		sizeof(struct index_fde) * ((uint64_t)sec->num_fdes + INDEX_PAD);
+		sizeof(struct index_fde) * ((uint64_t)sec->num_fdes + INDEX_PAD) +
+		sizeof(struct index_row) * (uint64_t)sec->num_fres;
 	return 0;
 }
 
@@ -864,44 +880,79 @@ int sframe_index_size(const struct sframe_section *sec, uint64_t *size)
 	return index_shape(sec, &shape, size);
 }
 
-/* FDE i, validated (sorted, disjoint, inside the span). */
-static void index_add_fde(struct sframe_index *idx, uint32_t i,
-			  const struct sframe_fde *fde)
+/*
+ * FDE i, validated (sorted, disjoint, inside the span): its entry, with
+ * room for its rows.  -EINVAL if the FDEs have more FREs than the header
+ * said (the validation would refuse the section at its end).
+ */
+static int index_add_fde(struct sframe_index *idx, uint32_t i,
+			 const struct sframe_fde *fde)
 {
 	struct index_fde *out = &index_fdes(idx)[i];
 	uint32_t *bucket = index_buckets(idx);
 	uint32_t rel = (uint32_t)(fde->func_start - idx->base);
 	uint32_t b = idx->next_bucket;
 
-	memset(out, 0, sizeof(*out));
+	if (fde->num_fres > idx->num_rows - idx->next_row)
+		return -EINVAL;
 	out->start = rel;
 	out->func_size = fde->func_size;
-	out->fre_off = fde->fre_off;
 	out->num_fres = (uint16_t)fde->num_fres;
 	out->type = fde->fre_type | fde->pc_type << 2 | fde->flex << 3 |
 		    (uint8_t)fde->signal_frame << 4;
 	out->rep_size = fde->rep_size;
-	memset(out->fre_start, 0xff, sizeof(out->fre_start));
+	if (fde->flex) {
+		out->where = fde->fre_off;
+	} else {
+		/* Rows kept unless one does not fit (index_add_row()). */
+		out->type |= INDEX_F_ROWS;
+		out->where = idx->next_row;
+	}
+	idx->next_row += fde->num_fres;
 	/* Buckets up to this FDE's start count the FDEs before it. */
 	while (b < idx->num_buckets && ((uint64_t)b << idx->shift) <= rel)
 		bucket[b++] = i;
 	idx->next_bucket = b;
+	return 0;
 }
 
-/* FRE j of FDE i, validated, start offset start, off bytes past FRE 0. */
-static void index_add_fre(struct sframe_index *idx, uint32_t i,
+/* Row j of FDE i (fde), validated: kept if it has the common shape. */
+static void index_add_row(struct sframe_index *idx, uint32_t i,
 			  const struct sframe_fde *fde, uint32_t j,
-			  uint32_t start, uint64_t off)
+			  const struct sframe_row *row)
 {
-	struct index_fde *out = &index_fdes(idx)[i];
+	struct index_fde *e = &index_fdes(idx)[i];
+	struct index_row *r;
+	bool fits;
 
-	/* Kept in order, as long as each fits (see struct index_fde). */
-	if (!j || j > INDEX_FRES || out->known != j - 1 ||
-	    fde->func_size >= 0xffff || off > 0xff)
+	if (!(e->type & INDEX_F_ROWS))
 		return;
-	out->fre_start[j - 1] = (uint16_t)start;
-	out->fre_at[j - 1] = (uint8_t)off;
-	out->known = (uint8_t)j;
+	fits = !row->cfa_deref && !row->cfa_addend &&
+	       (row->cfa_reg == SFRAME_REG_RSP ||
+		row->cfa_reg == SFRAME_REG_RBP) &&
+	       row->cfa_offset == (int16_t)row->cfa_offset &&
+	       (row->fp.kind == SFRAME_LOC_SAME ||
+		(row->fp.kind == SFRAME_LOC_CFA_OFFSET && row->fp.offset &&
+		 row->fp.offset == (int8_t)row->fp.offset));
+	if (row->outermost)
+		fits = fits && row->ra.kind == SFRAME_LOC_UNDEFINED &&
+		       !row->ra.offset;
+	else
+		fits = fits && row->ra.kind == SFRAME_LOC_CFA_OFFSET &&
+		       row->ra.offset == idx->ra_offset;
+	if (!fits) {
+		/* This FDE's lookups read its FREs. */
+		e->type &= ~INDEX_F_ROWS;
+		e->where = fde->fre_off;
+		return;
+	}
+	r = &index_rows(idx)[e->where + j];
+	r->start = row->start_off;
+	r->cfa_offset = (int16_t)row->cfa_offset;
+	r->fp_offset = row->fp.kind == SFRAME_LOC_SAME ? 0 :
+			(int8_t)row->fp.offset;
+	r->flags = (row->cfa_reg == SFRAME_REG_RBP ? INDEX_ROW_CFA_FP : 0) |
+		   (row->outermost ? INDEX_ROW_OUTERMOST : 0);
 }
 
 static void index_finish(struct sframe_index *idx)
@@ -933,7 +984,7 @@ int sframe_validate_index(const struct sframe_section *sec,
 	struct sframe_row row;
 	struct fre_cursor c;
 	struct fre_raw f;
-	uint64_t prev_end = 0, total_fres = 0, first, at, need;
+	uint64_t prev_end = 0, total_fres = 0, need;
 	uint32_t i, j, prev, work = 0;
 	int ret;
 
@@ -977,16 +1028,16 @@ int sframe_validate_index(const struct sframe_section *sec,
 			if (fde.func_start < idx->base ||
 			    prev_end - idx->base > idx->span)
 				return -EINVAL;
-			index_add_fde(idx, i, &fde);
+			ret = index_add_fde(idx, i, &fde);
+			if (ret)
+				return ret;
 		}
 
 		prev = 0;
-		first = c.pos;
 		for (j = 0; j < fde.num_fres; j++) {
 			ret = validate_tick(sec, &work);
 			if (ret)
 				return ret;
-			at = c.pos - first;
 			ret = read_fre(sec, &fde, &c, &f);
 			if (!ret)
 				ret = fre_to_row(sec, &fde, &f, &row);
@@ -996,7 +1047,7 @@ int sframe_validate_index(const struct sframe_section *sec,
 				return -EINVAL;
 			prev = f.start;
 			if (idx)
-				index_add_fre(idx, i, &fde, j, f.start, at);
+				index_add_row(idx, i, &fde, j, &row);
 		}
 		total_fres += fde.num_fres;
 	}
@@ -1137,18 +1188,15 @@ static inline uint32_t fre_offset(const struct sframe_fde *fde, uint64_t pc)
 }
 
 /*
- * The row for pc in fde, which covers it, with c at fde's FRE span->first
- * (span NULL: at FRE 0 and all of them to scan; c may be at the copy of
- * the v3 attribute record, see decode_fde()).
+ * The row for pc in fde, which covers it, with c at fde's first FRE (or
+ * at its attribute record's copy, for v3: see decode_fde()).
  */
 static int row_in_fde(const struct sframe_section *sec,
 		      const struct sframe_fde *fde, struct fre_cursor *c,
-		      const struct sframe_fre_span *span, uint64_t pc,
-		      struct sframe_row *row, uint32_t *budget)
+		      uint64_t pc, struct sframe_row *row, uint32_t *budget)
 {
 	struct fre_raw f[2];	/* the last FRE at or below off, the next */
-	uint32_t off = fre_offset(fde, pc), j, end, prev = 0;
-	uint32_t first = span ? span->first : 0;
+	uint32_t off = fre_offset(fde, pc), j, prev = 0;
 	int last = -1, k = 0;
 	int ret;
 
@@ -1160,23 +1208,16 @@ static int row_in_fde(const struct sframe_section *sec,
 	 * words checked, from the same copy its start was judged on.
 	 * sframe_validate() checks every row.  num_fres is at most
 	 * SFRAME_MAX_FRES_PER_FDE (decode_fde()), and each FRE read costs a
-	 * unit of the budget.  With a span from the index the scan starts
-	 * at the FRE it gives, whose start must be the one the index kept,
-	 * and reads at most span->count FREs.
+	 * unit of the budget.
 	 */
-	end = fde->num_fres;
-	if (span && span->count < end - first)
-		end = first + span->count;
-	for (j = first; j < end; j++) {
+	for (j = 0; j < fde->num_fres; j++) {
 		ret = spend(budget);
 		if (ret)
 			return ret;
 		ret = read_fre(sec, fde, c, &f[k]);
 		if (ret)
 			return ret;
-		if (j == first && span && j && f[k].start != span->first_start)
-			return -EINVAL;	/* the section changed */
-		if (j > first && f[k].start <= prev)
+		if (j && f[k].start <= prev)
 			return -EINVAL;
 		prev = f[k].start;
 		if (prev > off)
@@ -1200,42 +1241,33 @@ int sframe_find_row_budget(const struct sframe_section *sec, uint64_t pc,
 	ret = find_fde(sec, pc, &fde, &c, budget);
 	if (ret)
 		return ret;
-	return row_in_fde(sec, &fde, &c, NULL, pc, row, budget);
+	return row_in_fde(sec, &fde, &c, pc, row, budget);
 }
 
 int sframe_find_row_in_fde(const struct sframe_section *sec,
-			   const struct sframe_fde *fde,
-			   const struct sframe_fre_span *span, uint64_t pc,
+			   const struct sframe_fde *fde, uint64_t pc,
 			   struct sframe_row *row, uint32_t *budget)
 {
 	struct fre_cursor c;
-	int ret;
 
 	if (fde->fre_type > 2 || pc < fde->func_start ||
 	    pc - fde->func_start >= fde->func_size)
 		return -EINVAL;
 	if (fde->num_fres > SFRAME_MAX_FRES_PER_FDE)
 		return -E2BIG;
-	if (span && span->first >= fde->num_fres)
-		return -EINVAL;
-	/* One unit for the FDE, as the search's table reads cost. */
-	ret = spend(budget);
-	if (ret)
-		return ret;
 	cursor_init(&c, sec, fde);
-	if (span)
-		c.pos += span->first_at;
-	return row_in_fde(sec, fde, &c, span, pc, row, budget);
+	return row_in_fde(sec, fde, &c, pc, row, budget);
 }
 
-int sframe_index_find_fde(const struct sframe_index *idx, uint64_t pc,
-			  struct sframe_fde *fde, struct sframe_fre_span *span)
+/* The entry of the FDE covering pc, or NULL. */
+static const struct index_fde *index_find(const struct sframe_index *idx,
+					  uint64_t pc)
 {
 	const struct index_fde *e = index_fdes(idx), *f;
-	uint32_t rel, b, lo, n, half, off, j, k;
+	uint32_t rel, b, lo, n, half;
 
 	if (pc < idx->base || pc - idx->base >= idx->span)
-		return -ENOENT;
+		return NULL;
 	rel = (uint32_t)(pc - idx->base);
 	b = rel >> idx->shift;
 	/*
@@ -1256,7 +1288,7 @@ int sframe_index_find_fde(const struct sframe_index *idx, uint64_t pc,
 	} else {
 		n--;
 		if (!n || e[0].start > rel)
-			return -ENOENT;
+			return NULL;
 	}
 	while (n > INDEX_PAD + 1) {
 		half = n / 2;
@@ -1267,38 +1299,80 @@ int sframe_index_find_fde(const struct sframe_index *idx, uint64_t pc,
 	lo += (e[lo + 1].start <= rel) + (e[lo + 2].start <= rel) +
 	      (e[lo + 3].start <= rel);
 	f = &e[lo];
-	if (rel - f->start >= f->func_size)
+	return rel - f->start < f->func_size ? f : NULL;
+}
+
+/* The row r of an FDE, as fre_to_row() made it when it was kept. */
+static void index_row_to_row(const struct sframe_index *idx,
+			     const struct index_fde *f,
+			     const struct index_row *r,
+			     struct sframe_row *row)
+{
+	bool outermost = r->flags & INDEX_ROW_OUTERMOST;
+
+	row->start_off = r->start;
+	row->cfa_reg = r->flags & INDEX_ROW_CFA_FP ? SFRAME_REG_RBP :
+						     SFRAME_REG_RSP;
+	row->cfa_deref = false;
+	row->cfa_offset = r->cfa_offset;
+	row->cfa_addend = 0;
+	row->ra.kind = outermost ? SFRAME_LOC_UNDEFINED : SFRAME_LOC_CFA_OFFSET;
+	row->ra.reg = 0;
+	row->ra.deref = false;
+	row->ra.offset = outermost ? 0 : idx->ra_offset;
+	row->fp.kind = r->fp_offset ? SFRAME_LOC_CFA_OFFSET : SFRAME_LOC_SAME;
+	row->fp.reg = 0;
+	row->fp.deref = false;
+	row->fp.offset = r->fp_offset;
+	row->outermost = outermost;
+	row->signal_frame = (f->type >> 4) & 1;
+}
+
+int sframe_index_find_row(const struct sframe_index *idx, uint64_t pc,
+			  struct sframe_fde *fde, struct sframe_row *row,
+			  uint32_t *budget)
+{
+	const struct index_fde *f;
+	const struct index_row *r;
+	uint32_t off, lo, n, half;
+	int ret;
+
+	ret = spend(budget);
+	if (ret)
+		return ret;
+	f = index_find(idx, pc);
+	if (!f)
 		return -ENOENT;
 	fde->func_start = idx->base + f->start;
 	fde->func_size = f->func_size;
-	fde->fre_off = f->fre_off;
 	fde->num_fres = f->num_fres;
 	fde->fre_type = f->type & 3;
 	fde->pc_type = (f->type >> 2) & 1;
 	fde->flex = (f->type >> 3) & 1;
 	fde->signal_frame = (f->type >> 4) & 1;
 	fde->rep_size = f->rep_size;
-	if (!span)
-		return 0;
+	if (!(f->type & INDEX_F_ROWS)) {
+		fde->fre_off = f->where;
+		return SFRAME_INDEX_READ_FRES;
+	}
+	fde->fre_off = 0;	/* not kept: its rows are */
 
 	/*
-	 * The FRE for pc is the last one starting at or below its offset:
-	 * FRE j, j the count of kept starts at or below it (unkept ones are
-	 * 0xffff, above any offset where some are kept).  If FRE j + 1 is
-	 * kept too, it starts past the offset and FRE j is the one: read it
-	 * alone.  Else scan from FRE j.
+	 * The last row starting at or below pc's offset, halving the rows
+	 * with a conditional move: at most 14 steps (num_fres <= 8192).
 	 */
 	off = fre_offset(fde, pc);
-	j = 0;
-	for (k = 0; k < INDEX_FRES; k++)
-		j += f->fre_start[k] <= off;
-	/* Only in a function of 64 KiB or more: none kept. */
-	if (j > f->known)
-		j = f->known;
-	span->first = j;
-	span->first_at = j ? f->fre_at[j - 1] : 0;
-	span->first_start = j ? f->fre_start[j - 1] : 0;
-	span->count = j < f->known ? 1 : f->num_fres - j;
+	r = &index_rows(idx)[f->where];
+	n = f->num_fres;
+	if (!n || r[0].start > off)
+		return -ENOENT;
+	lo = 0;
+	while (n > 1) {
+		half = n / 2;
+		lo = r[lo + half].start <= off ? lo + half : lo;
+		n -= half;
+	}
+	index_row_to_row(idx, f, &r[lo], row);
 	return 0;
 }
 
@@ -1306,14 +1380,13 @@ int sframe_find_row_indexed(const struct sframe_section *sec,
 			    const struct sframe_index *idx, uint64_t pc,
 			    struct sframe_row *row, uint32_t *budget)
 {
-	struct sframe_fre_span span;
 	struct sframe_fde fde;
 	int ret;
 
 	if (!idx)
 		return sframe_find_row_budget(sec, pc, row, budget);
-	ret = sframe_index_find_fde(idx, pc, &fde, &span);
-	if (ret)
-		return ret;
-	return sframe_find_row_in_fde(sec, &fde, &span, pc, row, budget);
+	ret = sframe_index_find_row(idx, pc, &fde, row, budget);
+	if (ret == SFRAME_INDEX_READ_FRES)
+		return sframe_find_row_in_fde(sec, &fde, pc, row, budget);
+	return ret;
 }

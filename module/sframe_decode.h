@@ -255,20 +255,24 @@ int sframe_find_row_budget(const struct sframe_section *sec, uint64_t pc,
 			   struct sframe_row *row, uint32_t *budget);
 
 /*
- * An index of a section's FDEs, built once (at registration, by the
- * validation) in memory the caller owns, so that a lookup finds its FDE
- * without a binary search of the section: a table of buckets, one per
- * 2^shift bytes of text, says which few FDEs may cover a PC; a branch-free
- * search of their start addresses, kept in the index, picks the FDE, whose
- * decoded fields are kept there too, with the start offsets and places of
- * its first few FREs.  Only the FRE that applies is then read from the
- * section (or, in a function with many FREs, those from the last one
- * kept).  The index is trusted (it is the caller's memory, built from what
- * the validation checked); the FREs read are checked as on every lookup,
- * since the section may change after the build.
+ * An index of a section's FDEs and rows, built once (at registration, by
+ * the validation) in memory the caller owns, so that a lookup neither
+ * searches nor reads the section: a table of buckets, one per 2^shift
+ * bytes of text, says which few FDEs may cover a PC; a branch-free search
+ * of their start addresses, kept in the index, picks the FDE, whose
+ * decoded fields are kept there too, with its rows as the validation
+ * decoded them (those of the common AMD64 shape: CFA = SP or FP + a
+ * 16-bit offset, RA at the fixed offset, FP saved at an 8-bit offset or
+ * unchanged).  An FDE with a row of another shape (v3 flexible FDEs) keeps
+ * none: its lookups read its FREs from the section, checked as always.
  *
- * Its size is 36 bytes per FDE: a 32-byte entry and a 4-byte bucket (no
- * more buckets than FDEs), plus a few bytes.
+ * The index is trusted: it is the caller's memory, built from what the
+ * validation checked.  So rows come from the section as it was when
+ * registered, as the uapi says ("a process that rewrites a registered
+ * section in place must unregister and register it again").
+ *
+ * Its size: 16 bytes per FDE, 8 per FRE, 4 per bucket (no more buckets
+ * than FDEs), and a few.
  */
 struct sframe_index;
 
@@ -290,41 +294,35 @@ int sframe_validate_index(const struct sframe_section *sec,
 			  uint64_t text_start, uint64_t text_len, void *mem,
 			  uint64_t size);
 
-/*
- * Where a lookup reads a function's FREs: from FRE first, first_at bytes
- * past FRE 0, whose start offset the index kept as first_start (checked
- * against the section: it may have changed), and at most count FREs.
- */
-struct sframe_fre_span {
-	uint32_t first;
-	uint32_t first_at;
-	uint32_t first_start;
-	uint32_t count;
-};
+/* From sframe_index_find_row(): the FDE's rows are not in the index. */
+#define SFRAME_INDEX_READ_FRES 1
 
 /*
- * The FDE covering pc, from the index alone (no read of the section), and
- * with span where to read its FREs for pc: 0 or -ENOENT.  At most
- * 2 + log2(num_fdes) steps.
+ * The row for pc from the index alone: 0, -ENOENT (no FDE covers pc, or
+ * pc lies before its FDE's first row), -SFRAME_EBUDGET (one unit of
+ * *budget, NULL: none, as for a read of the FDE table), or
+ * SFRAME_INDEX_READ_FRES: *fde is the FDE covering pc, whose FREs the
+ * caller reads (sframe_find_row_in_fde()).  At most 2 + log2(num_fdes)
+ * steps to the FDE and 14 in its rows.
  */
-int sframe_index_find_fde(const struct sframe_index *idx, uint64_t pc,
-			  struct sframe_fde *fde, struct sframe_fre_span *span);
+int sframe_index_find_row(const struct sframe_index *idx, uint64_t pc,
+			  struct sframe_fde *fde, struct sframe_row *row,
+			  uint32_t *budget);
 
 /*
- * The row for pc in fde (which covers pc), reading its FREs where span
- * says (NULL: from the first, all of them); spends one unit of *budget for
- * the FDE and one per FRE read, as sframe_find_row_budget() does.  Returns
- * as sframe_find_row_budget().
+ * The row for pc in fde (which covers pc), reading its FREs; spends one
+ * unit of *budget per FRE read, as sframe_find_row_budget() does.
+ * Returns as sframe_find_row_budget().
  */
 int sframe_find_row_in_fde(const struct sframe_section *sec,
-			   const struct sframe_fde *fde,
-			   const struct sframe_fre_span *span, uint64_t pc,
+			   const struct sframe_fde *fde, uint64_t pc,
 			   struct sframe_row *row, uint32_t *budget);
 
 /*
- * sframe_find_row_budget() with the FDE and FREs found in idx (built for
- * sec); with idx NULL, by searching the section.  Gives the same row or
- * error as the search, for the section the index was built from.
+ * sframe_find_row_budget() through idx (built for sec): from the index, or
+ * reading the FREs of the FDE it gives; with idx NULL, by searching the
+ * section.  Gives the same row or error as the search, for the section
+ * the index was built from.
  */
 int sframe_find_row_indexed(const struct sframe_section *sec,
 			    const struct sframe_index *idx, uint64_t pc,

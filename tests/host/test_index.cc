@@ -55,12 +55,16 @@ void expect_same(const Decoder &d, const Index &idx, uint64_t pc)
 		ASSERT_TRUE(row_eq(got, want)) << std::hex << "pc 0x" << pc;
 	}
 
+	// The FDE the index gives when it sends the caller to the FREs is
+	// the one the search finds; a row from the index alone reads nothing.
 	sframe_fde a, b;
+	sframe_row r;
 	int fa = sframe_find_fde(&d.sec, pc, &a);
-	sframe_fre_span span;
-	int fb = sframe_index_find_fde(idx.get(), pc, &b, &span);
-	ASSERT_EQ(fb, fa) << std::hex << "pc 0x" << pc;
-	if (!fa) {
+	uint64_t reads = d.stats.reads;
+	int fb = sframe_index_find_row(idx.get(), pc, &b, &r, nullptr);
+	EXPECT_EQ(d.stats.reads, reads);
+	if (fb == SFRAME_INDEX_READ_FRES) {
+		ASSERT_EQ(fa, 0);
 		EXPECT_EQ(b.func_start, a.func_start);
 		EXPECT_EQ(b.func_size, a.func_size);
 		EXPECT_EQ(b.fre_off, a.fre_off);
@@ -70,9 +74,8 @@ void expect_same(const Decoder &d, const Index &idx, uint64_t pc)
 		EXPECT_EQ(b.rep_size, a.rep_size);
 		EXPECT_EQ(b.flex, a.flex);
 		EXPECT_EQ(b.signal_frame, a.signal_frame);
-		EXPECT_LT(span.first, b.num_fres);
-		EXPECT_LE(span.count, b.num_fres - span.first);
-		EXPECT_GE(span.count, 1u);
+	} else if (fa) {
+		EXPECT_EQ(fb, -ENOENT);
 	}
 }
 
@@ -90,13 +93,29 @@ TEST(Index, RealSectionsEveryPc)
 		ASSERT_EQ(d.init(elf.sframe_addr), 0);
 		Index idx(d.sec);
 		ASSERT_EQ(idx.ret, 0);
-		// Every byte of text and a little around it.
+		// Every byte of text and a little around it.  The index keeps
+		// the rows of every FDE of gcc's but those of a function
+		// whose frame is beyond 16 bits of offset (shapes.c has one).
 		for (uint64_t pc = elf.text_lo - 64; pc < elf.text_hi + 64;
-		     pc++)
+		     pc++) {
 			expect_same(d, idx, pc);
+			sframe_fde f;
+			sframe_row r;
+			if (sframe_index_find_row(idx.get(), pc, &f, &r,
+						  nullptr) !=
+			    SFRAME_INDEX_READ_FRES)
+				continue;
+			bool wide = false;
+			for (uint32_t j = 0; j < f.num_fres; j++) {
+				ASSERT_EQ(sframe_get_fre(&d.sec, &f, j, &r), 0);
+				wide |= r.cfa_offset != (int16_t)r.cfa_offset;
+			}
+			ASSERT_TRUE(wide) << std::hex << "pc 0x" << pc;
+		}
 		EXPECT_EQ(d.stats.out_of_range, 0u);
-		// 36 bytes per FDE and a few, whatever the text's size.
-		EXPECT_LE(idx.size, 160 + 36 * (uint64_t)d.sec.num_fdes);
+		// 20 bytes per FDE, 8 per FRE, and a few.
+		EXPECT_LE(idx.size, 160 + 20 * (uint64_t)d.sec.num_fdes +
+					    8 * (uint64_t)d.sec.num_fres);
 	}
 }
 
@@ -168,6 +187,23 @@ TEST(Index, RandomLayoutsAtEveryEdge)
 			EXPECT_EQ(d.stats.out_of_range, 0u);
 		}
 	}
+}
+
+// A v3 flexible FDE of 0x40 bytes at start: rows the index does not keep.
+BFde flexible_function(uint64_t start)
+{
+	BFde fx;
+	fx.start = start;
+	fx.size = 0x40;
+	fx.flex = true;
+	BFre a, b;
+	a.words = { flex_ctl(SFRAME_REG_RSP, false, true), 8 };
+	b.start = 0x10;
+	b.words = { flex_ctl(SFRAME_REG_RBP, true, true), -8,
+		    flex_ctl(0, true, false), -8, flex_ctl(0, true, false),
+		    -16 };
+	fx.fres = { a, b };
+	return fx;
 }
 
 BSection two_functions(uint8_t version)
@@ -326,7 +362,8 @@ TEST(Index, BuildPausesLikeValidation)
 	EXPECT_EQ(Index(d.sec).ret, -EINTR);
 }
 
-// One unit for the FDE, one per FRE read; none left: -SFRAME_EBUDGET.
+// One unit for a row from the index; one for the FDE and one per FRE read
+// where the FDE keeps no rows; none left: -SFRAME_EBUDGET.
 TEST(Index, SpendsTheBudget)
 {
 	Decoder d(build(two_functions(2)));
@@ -334,17 +371,36 @@ TEST(Index, SpendsTheBudget)
 	Index idx(d.sec);
 	ASSERT_EQ(idx.ret, 0);
 	sframe_row row;
-	// pc at offset 2: FREs 0 and 1 are at or below it, 0x3f past it,
-	// which the index knows: it reads FRE 1 alone.
+	// The row comes from the index: one unit, no read of the section.
 	uint32_t budget = 100;
+	uint64_t reads = d.stats.reads;
 	ASSERT_EQ(sframe_find_row_indexed(&d.sec, idx.get(), 0x401002, &row,
 					  &budget),
 		  0);
-	EXPECT_EQ(budget, 100u - 1 - 1);
+	EXPECT_EQ(d.stats.reads, reads);
+	EXPECT_EQ(budget, 100u - 1);
 	EXPECT_EQ(row.cfa_offset, 16);
-	for (uint32_t give = 0; give < 2; give++) {
+	budget = 0;
+	EXPECT_EQ(sframe_find_row_indexed(&d.sec, idx.get(), 0x401002, &row,
+					  &budget),
+		  -SFRAME_EBUDGET);
+
+	// A v3 flexible FDE keeps no rows: its FREs are read, at or below the
+	// PC and the next one.
+	BSection s = two_functions(3);
+	s.fdes.push_back(flexible_function(0x401080));
+	Decoder d3(build(s));
+	ASSERT_EQ(d3.init(kSecAddr), 0);
+	Index idx3(d3.sec);
+	ASSERT_EQ(idx3.ret, 0);
+	budget = 100;
+	ASSERT_EQ(sframe_find_row_indexed(&d3.sec, idx3.get(), 0x401085, &row,
+					  &budget),
+		  0);
+	EXPECT_EQ(budget, 100u - 1 - 2);
+	for (uint32_t give = 0; give < 3; give++) {
 		budget = give;
-		EXPECT_EQ(sframe_find_row_indexed(&d.sec, idx.get(), 0x401002,
+		EXPECT_EQ(sframe_find_row_indexed(&d3.sec, idx3.get(), 0x401085,
 						  &row, &budget),
 			  -SFRAME_EBUDGET)
 			<< give;
@@ -352,12 +408,49 @@ TEST(Index, SpendsTheBudget)
 	}
 }
 
-// The FREs change after the build (the section is user memory): the
-// lookup reads them checked, as the search does, and never out of bounds.
+// Rows the index keeps are the section's as registered: a section
+// rewritten in place afterwards (which the uapi says to register again)
+// does not change them.  A flexible FDE's FREs are read as they are.
+TEST(Index, KeptRowsAreTheSectionAsRegistered)
+{
+	BSection s = two_functions(3);
+	s.fdes.push_back(flexible_function(0x401080));
+	Decoder d(build(s));
+	ASSERT_EQ(d.init(kSecAddr), 0);
+	Index idx(d.sec);
+	ASSERT_EQ(idx.ret, 0);
+	std::vector<sframe_row> before;
+	for (uint64_t pc = 0x401000; pc < 0x401060; pc++) {
+		sframe_row r;
+		ASSERT_EQ(sframe_find_row(&d.sec, pc, &r), 0);
+		before.push_back(r);
+	}
+	// Every FRE byte zeroed: the search now fails, the index does not.
+	std::fill(d.data.begin() + d.sec.fre_start,
+		  d.data.begin() + d.sec.fre_start + d.sec.fre_len, 0);
+	for (uint64_t pc = 0x401000; pc < 0x401060; pc++) {
+		sframe_row r;
+		ASSERT_EQ(sframe_find_row_indexed(&d.sec, idx.get(), pc, &r,
+						  nullptr),
+			  0);
+		EXPECT_TRUE(row_eq(r, before[pc - 0x401000]));
+	}
+	sframe_row r;
+	EXPECT_NE(sframe_find_row_indexed(&d.sec, idx.get(), 0x401085, &r,
+					  nullptr),
+		  0);
+}
+
+// The section changes after the build (it is user memory): FREs the index
+// does not keep are read checked, as the search reads them, and never out
+// of bounds.
 TEST(Index, SectionChangedAfterBuild)
 {
 	for (uint8_t v : { 1, 2, 3 }) {
-		std::vector<uint8_t> bytes = build(two_functions(v));
+		BSection s = two_functions(v);
+		if (v == 3)
+			s.fdes.push_back(flexible_function(0x401080));
+		std::vector<uint8_t> bytes = build(s);
 		std::mt19937 rng(v);
 		for (int round = 0; round < 2000; round++) {
 			Decoder d(bytes);
@@ -367,7 +460,7 @@ TEST(Index, SectionChangedAfterBuild)
 			d.data[SFRAME_HDR_SIZE + rng() % (d.data.size() -
 							  SFRAME_HDR_SIZE)] =
 				(uint8_t)rng();
-			for (uint64_t pc = 0x400ff0; pc < 0x401070; pc++) {
+			for (uint64_t pc = 0x400ff0; pc < 0x4010d0; pc++) {
 				sframe_row row;
 				int ret = sframe_find_row_indexed(
 					&d.sec, idx.get(), pc, &row, nullptr);
