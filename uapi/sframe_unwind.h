@@ -93,11 +93,13 @@
 /*
  * SFRAME_IOC_REGISTER: register the .sframe section at [sframe_addr,
  * sframe_addr + sframe_len) of the caller's memory as describing the text at
- * [text_start, text_start + text_len).  The section stays in user memory; the
- * module reads it at unwind time and never pins it.  Rows decoded from it are
- * cached per process until that process's registrations change, so a
- * process that rewrites a registered section in place must unregister and
- * register it again.
+ * [text_start, text_start + text_len).  The section stays in user memory and
+ * is never pinned: the module validates it at registration and keeps its
+ * rows in an index in kernel memory (bounded per user by the module
+ * parameter index_max_user_kb), and reads it at unwind time for what the
+ * index does not keep.  Rows decoded from it are also cached per process
+ * until that process's registrations change.  So a process that rewrites a
+ * registered section in place must unregister and register it again.
  *
  * Errors:
  *   EINVAL      size too small, flags or reserved fields not zero, a zero or
