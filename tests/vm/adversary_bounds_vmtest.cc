@@ -6,9 +6,11 @@
 //     with E2BIG (SFRAME_MAX_FRES_PER_FDE), at once;
 //   - a section at the cap and a crafted chain of 4096 frames with
 //     distinct PCs (see bounds_attack.h) make one UNWIND_SELF do the most
-//     decoding a walk may: it must end with SFRAME_STOP_BUDGET within a
-//     bound derived from SFRAME_WALK_BUDGET, and SIGKILL must end a process
-//     looping in it promptly;
+//     decoding a walk may where the section has no FDE index (root sets
+//     index_max_user_kb to 0 for it; uid 65534's run walks the indexed
+//     section, one unit per frame): it must end with SFRAME_STOP_BUDGET
+//     within a bound derived from SFRAME_WALK_BUDGET, and SIGKILL must end
+//     a process looping in it promptly;
 //   - a session sampling that chain at 10 kHz (perf cpu-clock, hrtimer
 //     interrupt) must neither lock up the guest (the rig panics on soft
 //     lockups and RCU stalls) nor lose its samples, and the walks at sample
@@ -18,6 +20,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -41,6 +44,18 @@ class BoundsTest : public vmtest::DeviceTest {
  protected:
   int fd() const { return dev().fd(); }
 };
+
+// The FDE index (module/fde_index.c) keeps the crafted section's rows, so
+// its lookups cost one unit each and read nothing from the section.  The
+// worst case of decoding is a section without an index, which a user
+// reaches by filling its index_max_user_kb (or with v3 flexible FDEs,
+// whose FREs are read): as root, the tests of the worst case put the
+// module there by setting that bound to 0 (until the test ends); as uid
+// 65534 they play the attack against the index.  nullptr as uid 65534.
+std::unique_ptr<vmtest::ScopedModuleParam> NoIndexIfRoot() {
+  if (!vmtest::IsRoot()) return nullptr;
+  return std::make_unique<vmtest::ScopedModuleParam>("index_max_user_kb", "0");
+}
 
 // (a) The maximal section of the issue is refused, quickly.
 TEST_F(BoundsTest, MaximalSectionIsRefusedWithE2big) {
@@ -119,6 +134,10 @@ TEST_F(BoundsTest, MaximalSectionIsRefusedWithE2big) {
 // (b) The worst walk under the bounds: a section at the cap, 4096 crafted
 // frames with distinct PCs.  It ends on its budget, within the ceiling.
 TEST_F(BoundsTest, CraftedChainStopsOnItsBudgetInTime) {
+  const auto no_index = NoIndexIfRoot();
+  if (no_index) {
+    ASSERT_TRUE(no_index->ok());
+  }
   Attack a;
   ASSERT_TRUE(a.Build()) << std::strerror(errno);
   ASSERT_EQ(a.Register(fd()), 0);
@@ -130,8 +149,22 @@ TEST_F(BoundsTest, CraftedChainStopsOnItsBudgetInTime) {
   uint64_t ns = 0;
   ASSERT_EQ(bounds::UnwindThroughChain(a, fd(), &req, &frames, &ns), 0);
   ASSERT_TRUE(bounds::GetStats(fd(), &after));
-  std::printf("worst-case UNWIND_SELF: %.1f ms, %u frames, stop %u\n", ns / 1e6, req.nr_frames,
+  std::printf("%s UNWIND_SELF: %.1f ms, %u frames, stop %u\n",
+              no_index ? "worst-case (no index)" : "indexed", ns / 1e6, req.nr_frames,
               req.stop_reason);
+  if (!no_index) {
+    // Indexed: one unit per frame, so the walk follows every crafted
+    // frame to the request's limit, well within the ceiling.
+    EXPECT_EQ(req.stop_reason, static_cast<uint32_t>(SFRAME_STOP_LIMIT));
+    EXPECT_LT(ns / 1000000, kWorstUnwindCeilingMs);
+    ASSERT_GE(req.nr_frames, 3u);
+    EXPECT_EQ(frames[1], a.FramePc(0) + 1);
+    EXPECT_EQ(frames[2], a.FramePc(1) + 1);
+    EXPECT_EQ(req.nr_sframe, req.nr_frames - 1);
+    EXPECT_EQ(after.walks_budget_exhausted, before.walks_budget_exhausted);
+    EXPECT_EQ(a.Unregister(fd()), 0);
+    return;
+  }
 
   EXPECT_EQ(req.stop_reason, static_cast<uint32_t>(SFRAME_STOP_BUDGET));
   EXPECT_LT(ns / 1000000, kWorstUnwindCeilingMs);
@@ -214,6 +247,11 @@ TEST_F(BoundsSessionTest, TenKilohertzSessionOnTheCraftedChain) {
   if (!vmtest::IsRoot() && SkipWithoutPerf()) {
     GTEST_SKIP() << "perf_event_paranoid " << paranoid_ << " forbids perf to uid " << geteuid()
                  << "; the root run covers this test";
+  }
+  // The worst case: without an index (see NoIndexIfRoot()).
+  const auto no_index = NoIndexIfRoot();
+  if (no_index) {
+    ASSERT_TRUE(no_index->ok());
   }
   int p[2];
   ASSERT_EQ(pipe(p), 0);
