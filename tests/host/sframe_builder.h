@@ -189,4 +189,23 @@ inline BFre fre_outermost(uint32_t start)
 	return r;
 }
 
+// A v3 flexible FDE of 0x40 bytes at start: CFA = SP + 8, then from 0x10
+// CFA = *(FP - 8), RA at CFA - 8, FP at CFA - 16.
+inline BFde flexible_function(uint64_t start)
+{
+	BFde fx;
+	fx.start = start;
+	fx.size = 0x40;
+	fx.flex = true;
+	BFre a, b;
+	// DWARF registers 7 (RSP) and 6 (RBP).
+	a.words = { flex_ctl(7, false, true), 8 };
+	b.start = 0x10;
+	b.words = { flex_ctl(6, true, true), -8,
+		    flex_ctl(0, true, false), -8, flex_ctl(0, true, false),
+		    -16 };
+	fx.fres = { a, b };
+	return fx;
+}
+
 } // namespace sftest

@@ -189,23 +189,6 @@ TEST(Index, RandomLayoutsAtEveryEdge)
 	}
 }
 
-// A v3 flexible FDE of 0x40 bytes at start: rows the index does not keep.
-BFde flexible_function(uint64_t start)
-{
-	BFde fx;
-	fx.start = start;
-	fx.size = 0x40;
-	fx.flex = true;
-	BFre a, b;
-	a.words = { flex_ctl(SFRAME_REG_RSP, false, true), 8 };
-	b.start = 0x10;
-	b.words = { flex_ctl(SFRAME_REG_RBP, true, true), -8,
-		    flex_ctl(0, true, false), -8, flex_ctl(0, true, false),
-		    -16 };
-	fx.fres = { a, b };
-	return fx;
-}
-
 BSection two_functions(uint8_t version)
 {
 	BSection s;

@@ -38,20 +38,8 @@ BSection sample(uint8_t version)
 	f2.fres = { fre(0, true, 8), fre(0x200, true, 4000),
 		    fre(0x2ff, true, 8) };
 	s.fdes = { plt, f1, f2 };
-	if (version == 3) {
-		BFde fx;
-		fx.start = 0x401500;
-		fx.size = 0x40;
-		fx.flex = true;
-		BFre a, b;
-		a.words = { flex_ctl(SFRAME_REG_RSP, false, true), 8 };
-		b.start = 0x10;
-		b.words = { flex_ctl(SFRAME_REG_RBP, true, true), -8,
-			    flex_ctl(0, true, false), -8,
-			    flex_ctl(0, true, false), -16 };
-		fx.fres = { a, b };
-		s.fdes.push_back(fx);
-	}
+	if (version == 3)
+		s.fdes.push_back(flexible_function(0x401500));
 	return s;
 }
 
