@@ -64,17 +64,26 @@ VMTEST_CHILD(exe_chain) {
   return 0;
 }
 
-TEST(ChainTest, ExecutableSframeOnly) {
-  ChildResult r = RunChild("exe_chain");
+namespace {
+
+// exe_chain's SFrame walk: the whole chain up to libc, every step but the
+// one that would leave libc an SFrame step.
+void ExpectExeChainBySframe(ChildResult& r) {
   ASSERT_EQ(r.exit_status, 0) << r.output;
   const Chain& c = r.chains["sframe"];
   EXPECT_TRUE(
       ChainIs(c, Cat({kUnwindSelf, "DoUnwind", "exe_c", "exe_b", "exe_a"}, ChildTail("exe_chain")),
               r.main_return));
   EXPECT_EQ(c.stop, StopReason::kNoCoverage) << c.Describe();
-  // Every step but the one that would leave libc is an SFrame step.
   EXPECT_EQ(c.nr_sframe, c.frames.size() - 1);
   EXPECT_EQ(c.nr_fp, 0u);
+}
+
+}  // namespace
+
+TEST(ChainTest, ExecutableSframeOnly) {
+  ChildResult r = RunChild("exe_chain");
+  ExpectExeChainBySframe(r);
 }
 
 // With no room for FDE indexes (index_max_user_kb=0) sections are
@@ -88,14 +97,7 @@ TEST(ChainTest, WithoutFdeIndexesTheChainIsTheSame) {
     ASSERT_TRUE(bound.ok());
     r = RunChild("exe_chain");
   }
-  ASSERT_EQ(r.exit_status, 0) << r.output;
-  const Chain& c = r.chains["sframe"];
-  EXPECT_TRUE(
-      ChainIs(c, Cat({kUnwindSelf, "DoUnwind", "exe_c", "exe_b", "exe_a"}, ChildTail("exe_chain")),
-              r.main_return));
-  EXPECT_EQ(c.stop, StopReason::kNoCoverage) << c.Describe();
-  EXPECT_EQ(c.nr_sframe, c.frames.size() - 1);
-  EXPECT_EQ(c.nr_fp, 0u);
+  ExpectExeChainBySframe(r);
 }
 
 TEST(ChainTest, ExecutableAllMethodsStartsTheSame) {
