@@ -45,18 +45,6 @@ class BoundsTest : public vmtest::DeviceTest {
   int fd() const { return dev().fd(); }
 };
 
-// The FDE index (module/fde_index.c) keeps the crafted section's rows, so
-// its lookups cost one unit each and read nothing from the section.  The
-// worst case of decoding is a section without an index, which a user
-// reaches by filling its index_max_user_kb (or with v3 flexible FDEs,
-// whose FREs are read): as root, the tests of the worst case put the
-// module there by setting that bound to 0 (until the test ends); as uid
-// 65534 they play the attack against the index.  nullptr as uid 65534.
-std::unique_ptr<vmtest::ScopedModuleParam> NoIndexIfRoot() {
-  if (!vmtest::IsRoot()) return nullptr;
-  return std::make_unique<vmtest::ScopedModuleParam>("index_max_user_kb", "0");
-}
-
 // (a) The maximal section of the issue is refused, quickly.
 TEST_F(BoundsTest, MaximalSectionIsRefusedWithE2big) {
   const uint32_t n = 10u << 20;
@@ -134,7 +122,7 @@ TEST_F(BoundsTest, MaximalSectionIsRefusedWithE2big) {
 // (b) The worst walk under the bounds: a section at the cap, 4096 crafted
 // frames with distinct PCs.  It ends on its budget, within the ceiling.
 TEST_F(BoundsTest, CraftedChainStopsOnItsBudgetInTime) {
-  const auto no_index = NoIndexIfRoot();
+  const auto no_index = vmtest::NoFdeIndexIfRoot();
   if (no_index) {
     ASSERT_TRUE(no_index->ok());
   }
@@ -243,8 +231,9 @@ TEST_F(BoundsSessionTest, TenKilohertzSessionOnTheCraftedChain) {
     GTEST_SKIP() << "perf_event_paranoid " << paranoid_ << " forbids perf to uid " << geteuid()
                  << "; the root run covers this test";
   }
-  // The worst case: without an index (see NoIndexIfRoot()).
-  const auto no_index = NoIndexIfRoot();
+  // The worst case: without an index (see vmtest::NoFdeIndexIfRoot(); the
+  // indexed crafted section is no worst case).
+  const auto no_index = vmtest::NoFdeIndexIfRoot();
   if (no_index) {
     ASSERT_TRUE(no_index->ok());
   }

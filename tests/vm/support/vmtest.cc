@@ -113,6 +113,11 @@ ScopedModuleParam::~ScopedModuleParam() {
   if (ok_) SetModuleParam(name_.c_str(), old_.c_str());
 }
 
+std::unique_ptr<ScopedModuleParam> NoFdeIndexIfRoot() {
+  if (geteuid() != 0) return nullptr;
+  return std::make_unique<ScopedModuleParam>("index_max_user_kb", "0");
+}
+
 bool DiscoveryEnabled() {
   FILE* f = std::fopen("/sys/module/sframe_unwind/parameters/discovery", "r");
   if (!f) return false;

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,16 @@ class ScopedModuleParam {
   std::string name_, old_;
   bool ok_ = false;
 };
+
+// The FDE index (module/fde_index.c) keeps a registered section's rows in
+// kernel memory, so walks through it read nothing of the section and no
+// decoding is done at length.  Tests of what happens when a walk does read
+// the section (a fault on an unmapped one, the decoding budget) need a
+// section without an index, which a user gets once its index_max_user_kb
+// is used up: as root, this sets that bound to 0 for the life of the
+// result; as any other user (who cannot) it returns nullptr, and the test
+// checks the indexed walk instead.
+std::unique_ptr<ScopedModuleParam> NoFdeIndexIfRoot();
 
 // Opens the device or fails the test with the library's message, e.g.
 // "cannot open /dev/sframe_unwind: No such file or directory (ENOENT)".
