@@ -465,13 +465,27 @@ static bool sframe_step_signal(struct sframe_user_unwind *uw)
 void sframe_unwind_start(struct sframe_user_unwind *uw,
 			 const struct pt_regs *regs, u32 flags)
 {
-	memset(uw, 0, sizeof(*uw));
+	/*
+	 * Field by field, not a memset() of the whole state: range,
+	 * stack_lo/hi and sig_regs (some 300 bytes, a `rep stos` that qemu
+	 * counts a word at a time) are written before they are read, under
+	 * have_range, stack_known and a signal step.  Every other field is
+	 * set here.
+	 */
 	uw->ip = regs->ip;
 	uw->sp = regs->sp;
 	uw->bp = regs->bp;
 	uw->regs = regs;
 	uw->topmost = true;
+	uw->caller_of_topmost = false;
 	uw->flags = flags;
+	uw->retry_in_task = false;
+	uw->have_range = false;
+	uw->stack_known = false;
+	uw->nr_signal = 0;
+	uw->stop = 0;
+	uw->nr_sframe = 0;
+	uw->nr_fp = 0;
 	/*
 	 * A walk outside a task (hard interrupt, NMI: the sample path) holds
 	 * a CPU with interrupts off, so it gets the small budget whoever

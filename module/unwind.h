@@ -30,7 +30,12 @@
  */
 #define SFRAME_IRQ_WALK_BUDGET 512
 
-/* The state of one walk, one frame at a time (like the kernel's own). */
+/*
+ * The state of one walk, one frame at a time (like the kernel's own).
+ * sframe_unwind_start() sets each field but range, stack_lo/hi and
+ * sig_regs, which are written before they are read: a new field must be
+ * set there.
+ */
 struct sframe_user_unwind {
 	unsigned long ip, sp, bp;   /* the current frame */
 	const struct pt_regs *regs; /* registers of the topmost frame */
