@@ -523,27 +523,36 @@ fault:
 #define SFRAME_STEP_SLOW 1
 
 /*
- * One step below the top from the row cache's pre-reduced rule: the
- * steady state of a profiler, every frame of every sample.  The same rule
- * and checks as sframe_step() (reads first, then: the stack pointer moves
- * up, the RA is a user address), in fewer instructions: an inline cache
- * probe copying 12 bytes, and RA and saved FP read in one user-access
- * window.  Returns 0 (stepped), SFRAME_STEP_SLOW (a miss, a row without a
- * fast form, or a return address whose trampoline check is not cached),
- * or a negative errno with uw->stop set.
+ * One step from the row cache's pre-reduced rule: the steady state of a
+ * profiler, every frame of every sample, the topmost one included.  The
+ * same rule and checks as sframe_step() (the PC of the row, reads first,
+ * then: the stack pointer moves up, the RA is a user address), in fewer
+ * instructions: an inline cache probe copying 12 bytes, and RA and saved
+ * FP read in one user-access window.  Returns 0 (stepped),
+ * SFRAME_STEP_SLOW (a miss, a row without a fast form, or a return
+ * address whose trampoline check is not cached), or a negative errno with
+ * uw->stop set.
  */
 static __always_inline int sframe_step_cached(struct sframe_user_unwind *uw)
 {
+	bool top = uw->topmost;
 	unsigned long cfa, ra, fp;
 	struct sframe_rule rule;
 	int err;
 
+	/* As sframe_step(): the exact PC at the top, the call's below. */
 	if (!sframe_row_cache_lookup_rule(uw->rows,
 					  sframe_mm_generation(uw->smm),
-					  uw->ip - 1, &rule))
+					  top ? uw->ip : uw->ip - 1, &rule))
 		return SFRAME_STEP_SLOW;
+	/*
+	 * Below the top, a 16-byte-aligned return address may be the
+	 * trampoline's (sframe_unwind_next_slow()); at the top, a PC with a
+	 * row is applied by it, as the general step does.
+	 */
 	if (!(rule.flags & SFRAME_RULE_FAST) ||
-	    (!(uw->ip & 15) && !(rule.flags & SFRAME_RULE_NOT_SIGRETURN)))
+	    (!top && !(uw->ip & 15) &&
+	     !(rule.flags & SFRAME_RULE_NOT_SIGRETURN)))
 		return SFRAME_STEP_SLOW;
 
 	cfa = (rule.flags & SFRAME_RULE_CFA_FP) ? uw->bp : uw->sp;
@@ -557,7 +566,8 @@ static __always_inline int sframe_step_cached(struct sframe_user_unwind *uw)
 	}
 	if (err)
 		return sframe_step_error(uw, err);
-	uw->caller_of_topmost = false;
+	uw->topmost = false;
+	uw->caller_of_topmost = top;
 	return sframe_step_to(uw, cfa, ra, fp);
 }
 
@@ -617,12 +627,14 @@ static noinline bool sframe_unwind_next_cached(struct sframe_user_unwind *uw)
 /*
  * Two paths kept apart (noinline), so that the fast one has no stack
  * canary nor the general one's frame, and this dispatch none at all: the
- * frame-pointer walk and the first frame pay a few tests and a jump.
+ * frame-pointer walk pays a few tests and a jump.  The topmost frame
+ * takes the fast path too: its row is cached under its PC like any other,
+ * and the general step costs it the row's 36-byte copy and its kinds'
+ * tests on every sample.
  */
 bool sframe_unwind_next(struct sframe_user_unwind *uw)
 {
-	if ((uw->flags & SFRAME_UNWIND_F_SFRAME) && !uw->topmost &&
-	    !uw->stop && uw->rows)
+	if ((uw->flags & SFRAME_UNWIND_F_SFRAME) && !uw->stop && uw->rows)
 		return sframe_unwind_next_cached(uw);
 	return sframe_unwind_next_slow(uw);
 }
