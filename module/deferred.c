@@ -416,10 +416,13 @@ static u32 sframe_unwind_into(struct sframe_user_unwind *uw,
 	/* The registers the task will return to user space with. */
 	sframe_unwind_start(uw, task_pt_regs(current), flags);
 	frames[n++] = uw->ip;
-	while (n < max && sframe_unwind_next(uw)) {
-		frames[n++] = uw->ip;
-		if (may_sleep && !(n % SFRAME_RESCHED_FRAMES))
-			cond_resched();
+	for (;;) {
+		u32 end = may_sleep ? min(max, n + SFRAME_RESCHED_FRAMES) : max;
+
+		n = sframe_unwind_fill(uw, frames, n, end);
+		if (n < end || n == max)
+			break;
+		cond_resched();
 	}
 	if (!uw->stop)
 		uw->stop = SFRAME_STOP_LIMIT;

@@ -167,6 +167,8 @@ static void sframe_unwind_set_mm(struct sframe_user_unwind *uw)
 {
 	uw->smm = current->mm ? sframe_mm_find(current->mm) : NULL;
 	uw->rows = uw->smm ? sframe_mm_row_cache(uw->smm) : NULL;
+	/* Read before any row is looked up: see sframe_step_cached(). */
+	uw->gen = uw->smm ? sframe_mm_generation(uw->smm) : 0;
 }
 
 /*
@@ -540,9 +542,16 @@ static __always_inline int sframe_step_cached(struct sframe_user_unwind *uw)
 	struct sframe_rule rule;
 	int err;
 
-	/* As sframe_step(): the exact PC at the top, the call's below. */
-	if (!sframe_row_cache_lookup_rule(uw->rows,
-					  sframe_mm_generation(uw->smm),
+	/*
+	 * As sframe_step(): the exact PC at the top, the call's below.  The
+	 * generation is the one read when the walk found its registry
+	 * (sframe_unwind_set_mm()), not read again for each frame (a call
+	 * into registry.c): a hit is a row decoded under the registry as it
+	 * was at the walk's start, never an older one; a change during the
+	 * walk makes the rest of its frames misses, which take the general
+	 * step with the generation of the moment.
+	 */
+	if (!sframe_row_cache_lookup_rule(uw->rows, uw->gen,
 					  top ? uw->ip : uw->ip - 1, &rule))
 		return SFRAME_STEP_SLOW;
 	/*
@@ -637,6 +646,29 @@ bool sframe_unwind_next(struct sframe_user_unwind *uw)
 	if ((uw->flags & SFRAME_UNWIND_F_SFRAME) && !uw->stop && uw->rows)
 		return sframe_unwind_next_cached(uw);
 	return sframe_unwind_next_slow(uw);
+}
+
+/*
+ * sframe_unwind_next() in a loop, for the sample path: the fast path is
+ * inline here, so a cached frame costs no call and no dispatch (some 20
+ * instructions a frame).
+ */
+u32 sframe_unwind_fill(struct sframe_user_unwind *uw, u64 *frames, u32 n,
+		       u32 max)
+{
+	int ret;
+
+	while (n < max) {
+		ret = SFRAME_STEP_SLOW;
+		if ((uw->flags & SFRAME_UNWIND_F_SFRAME) && !uw->stop &&
+		    uw->rows)
+			ret = sframe_step_cached(uw);
+		if (ret == SFRAME_STEP_SLOW ? !sframe_unwind_next_slow(uw) :
+					      ret)
+			break;
+		frames[n++] = uw->ip;
+	}
+	return n;
 }
 
 void sframe_unwind_account(const struct sframe_user_unwind *uw)
