@@ -284,7 +284,26 @@ static int sframe_step(struct sframe_user_unwind *uw)
 	/* Read before the lookup, so a cached row is never newer than it. */
 	gen = uw->smm ? sframe_mm_generation(uw->smm) : 0;
 	if (!uw->smm || !sframe_row_cache_lookup(uw->rows, gen, pc, &row)) {
+		/* A section looked up by an earlier step may be older than gen. */
+		bool had_range = uw->have_range && pc >= uw->range.text_start &&
+				 pc < uw->range.text_end;
+
 		ret = sframe_lookup_row(uw, pc, &row);
+		/*
+		 * Remember a PC that the registry, looked up now, has an
+		 * entry for but no row (a mapping without .sframe: the C
+		 * library's frame below main, in every sample): the next
+		 * walks take the frame-pointer rule without the lookup.  Not
+		 * where no lookup was made (a range in hand, discovery left
+		 * to the task) or it found no entry (a failed discovery,
+		 * which a later walk retries).
+		 */
+		if (ret == SFRAME_STEP_UNCOVERED && !had_range &&
+		    !uw->retry_in_task && uw->have_range &&
+		    pc >= uw->range.text_start && pc < uw->range.text_end &&
+		    uw->smm && gen)
+			sframe_row_cache_store_uncovered(uw->rows, gen, pc,
+							 !uw->topmost);
 		if (ret)
 			return ret;
 		/*
@@ -559,10 +578,22 @@ static __always_inline int sframe_step_cached(struct sframe_user_unwind *uw)
 	 * trampoline's (sframe_unwind_next_slow()); at the top, a PC with a
 	 * row is applied by it, as the general step does.
 	 */
-	if (!(rule.flags & SFRAME_RULE_FAST) ||
-	    (!top && !(uw->ip & 15) &&
-	     !(rule.flags & SFRAME_RULE_NOT_SIGRETURN)))
+	if (!top && !(uw->ip & 15) && !(rule.flags & SFRAME_RULE_NOT_SIGRETURN))
 		return SFRAME_STEP_SLOW;
+	if (!(rule.flags & SFRAME_RULE_FAST)) {
+		/*
+		 * No row, below the top: the general step's frame-pointer
+		 * rule (at the top it looks for the trampoline first).
+		 */
+		if (top || !(rule.flags & SFRAME_RULE_UNCOVERED))
+			return SFRAME_STEP_SLOW;
+		uw->caller_of_topmost = false;
+		if (!(uw->flags & SFRAME_UNWIND_F_FP)) {
+			sframe_stop(uw, SFRAME_STOP_NO_COVERAGE);
+			return -ENOENT;
+		}
+		return sframe_step_fp(uw) ? 0 : -ENOENT;
+	}
 
 	cfa = (rule.flags & SFRAME_RULE_CFA_FP) ? uw->bp : uw->sp;
 	cfa += (long)rule.cfa_off;
