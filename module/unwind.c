@@ -540,6 +540,23 @@ fault:
 	return -EFAULT;
 }
 
+/*
+ * Read the word at a in a user-access window opened inline: get_user()
+ * is a call to an out-of-line helper, with the same range check and
+ * STAC/CLAC.
+ */
+static __always_inline int sframe_read_one(unsigned long a, unsigned long *va)
+{
+	if (!user_access_begin((const void __user *)a, sizeof(*va)))
+		return -EFAULT;
+	unsafe_get_user(*va, (const unsigned long __user *)a, fault);
+	user_access_end();
+	return 0;
+fault:
+	user_access_end();
+	return -EFAULT;
+}
+
 /* Result of sframe_step_cached(): not applied, take the general path. */
 #define SFRAME_STEP_SLOW 1
 
@@ -601,7 +618,7 @@ static __always_inline int sframe_step_cached(struct sframe_user_unwind *uw)
 		err = sframe_read_two(cfa + (long)rule.ra_off, &ra,
 				      cfa + (long)rule.fp_off, &fp);
 	} else {
-		err = sframe_read_ulong(cfa + (long)rule.ra_off, &ra);
+		err = sframe_read_one(cfa + (long)rule.ra_off, &ra);
 		fp = uw->bp;
 	}
 	if (err)
