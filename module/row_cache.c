@@ -61,7 +61,7 @@ bool sframe_row_cache_lookup(struct sframe_row_cache *cache, u32 gen,
 
 	u8 flags;
 
-	if (!e)
+	if (!e || !READ_ONCE(sframe_row_cache_enabled))
 		return false;
 	*row = e->row;
 	flags = READ_ONCE(e->rule.flags);

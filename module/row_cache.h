@@ -81,7 +81,7 @@ sframe_row_cache_probe(struct sframe_row_cache *cache, u32 gen,
 	struct sframe_row_cache_entry *e = sframe_row_cache_slot(cache, pc);
 
 	*seq = READ_ONCE(e->seq);
-	if ((*seq & 1) || !READ_ONCE(sframe_row_cache_enabled))
+	if (*seq & 1)
 		return NULL;
 	smp_rmb();
 	if (READ_ONCE(e->pc) != pc || READ_ONCE(e->gen) != gen)
@@ -101,6 +101,7 @@ sframe_row_cache_unchanged(const struct sframe_row_cache_entry *e, u32 seq)
  * is the registry's generation read before the row was looked up: any
  * change to the registry makes older entries misses.  Inline: it is on
  * the path of every frame, and copies 12 bytes where the full row is 36.
+ * The caller tests sframe_row_cache_enabled, once a walk (unwind.c).
  */
 static __always_inline bool
 sframe_row_cache_lookup_rule(struct sframe_row_cache *cache, u32 gen,

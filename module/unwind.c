@@ -689,9 +689,15 @@ static noinline bool sframe_unwind_next_cached(struct sframe_user_unwind *uw)
  * and the general step costs it the row's 36-byte copy and its kinds'
  * tests on every sample.
  */
+static bool sframe_unwind_cached(const struct sframe_user_unwind *uw)
+{
+	return (uw->flags & SFRAME_UNWIND_F_SFRAME) && uw->rows &&
+	       READ_ONCE(sframe_row_cache_enabled);
+}
+
 bool sframe_unwind_next(struct sframe_user_unwind *uw)
 {
-	if ((uw->flags & SFRAME_UNWIND_F_SFRAME) && !uw->stop && uw->rows)
+	if (!uw->stop && sframe_unwind_cached(uw))
 		return sframe_unwind_next_cached(uw);
 	return sframe_unwind_next_slow(uw);
 }
@@ -699,21 +705,27 @@ bool sframe_unwind_next(struct sframe_user_unwind *uw)
 /*
  * sframe_unwind_next() in a loop, for the sample path: the fast path is
  * inline here, so a cached frame costs no call and no dispatch (some 20
- * instructions a frame).
+ * instructions a frame), and whether it applies is tested once, not for
+ * each frame: a step that stops the walk ends the loop, and only the
+ * general step can find a registry (discovery).
  */
 u32 sframe_unwind_fill(struct sframe_user_unwind *uw, u64 *frames, u32 n,
 		       u32 max)
 {
+	bool cached = sframe_unwind_cached(uw);
 	int ret;
 
+	if (uw->stop)
+		return n;
 	while (n < max) {
-		ret = SFRAME_STEP_SLOW;
-		if ((uw->flags & SFRAME_UNWIND_F_SFRAME) && !uw->stop &&
-		    uw->rows)
-			ret = sframe_step_cached(uw);
-		if (ret == SFRAME_STEP_SLOW ? !sframe_unwind_next_slow(uw) :
-					      ret)
+		ret = cached ? sframe_step_cached(uw) : SFRAME_STEP_SLOW;
+		if (ret == SFRAME_STEP_SLOW) {
+			if (!sframe_unwind_next_slow(uw))
+				break;
+			cached = sframe_unwind_cached(uw);
+		} else if (ret) {
 			break;
+		}
 		frames[n++] = uw->ip;
 	}
 	return n;
