@@ -212,9 +212,11 @@ struct sframe_now_buf {
 	 * The walk's state (some 400 bytes) is here rather than on the
 	 * stack: the kernel is built to zero every local (Debian's
 	 * INIT_STACK_ALL_ZERO), a `rep stos` that qemu counts a word at a
-	 * time, and sframe_unwind_start() sets what a walk reads.
+	 * time, and sframe_unwind_start() sets what a walk reads.  The
+	 * same for the stacks handed to the consumer.
 	 */
 	struct sframe_user_unwind uw;
+	struct sframe_user_stacks stacks;
 };
 static struct sframe_now_buf __percpu *sframe_now_bufs;
 
@@ -639,7 +641,7 @@ static void sframe_note_irq_walk(u64 ns)
 static bool sframe_unwind_now(struct sframe_sample *smp)
 {
 	struct sframe_now_buf *buf = this_cpu_ptr(sframe_now_bufs);
-	struct sframe_user_stacks stacks = {};
+	struct sframe_user_stacks *stacks = &buf->stacks;
 	u32 max_frames, methods, flags;
 	u64 t0 = smp->time; /* taken a few instructions ago: no second clock read */
 	bool ok = true;
@@ -647,10 +649,13 @@ static bool sframe_unwind_now(struct sframe_sample *smp)
 	sframe_ops->unwind_params(&max_frames, &methods);
 	if (!max_frames || max_frames > SFRAME_NOW_MAX_FRAMES)
 		return false;
+	/* A method's counts are read only where its frames are set. */
+	for (flags = 0; flags <= SFRAME_UNWIND_F_ALL; flags++)
+		stacks->frames[flags] = NULL;
 	pagefault_disable();
 	for (flags = 1; flags <= SFRAME_UNWIND_F_ALL && ok; flags++) {
 		if (methods & BIT(flags)) {
-			u32 stop = sframe_unwind_into(&buf->uw, &stacks, flags,
+			u32 stop = sframe_unwind_into(&buf->uw, stacks, flags,
 						      buf->frames[flags - 1],
 						      max_frames, false);
 
@@ -665,7 +670,7 @@ static bool sframe_unwind_now(struct sframe_sample *smp)
 		return false;
 	smp->cookie = sframe_new_cookie();
 	/* Delivered now: current holds its pids, and no pool had it. */
-	sframe_ops->deliver(smp, smp->flags, &stacks);
+	sframe_ops->deliver(smp, smp->flags, stacks);
 	return true;
 }
 

@@ -260,9 +260,18 @@ static void sframe_session_write(struct sframe_session *s,
 	len = sizeof(rec) + (nr_kernel + nr_user) * sizeof(u64);
 	rec.header.size = len;
 
-	/* pid and tid as the reader's namespace sees them (0: invisible). */
-	rec.pid = pid_nr_ns(smp->tgid, s->pid_ns);
-	rec.tid = pid_nr_ns(smp->pid, s->pid_ns);
+	/*
+	 * pid and tid as the reader's namespace sees them (0: invisible).
+	 * In the initial namespace, the usual case, that is the pid's first
+	 * number (what pid_nr_ns() returns there), without two calls.
+	 */
+	if (s->pid_ns == &init_pid_ns) {
+		rec.pid = pid_nr(smp->tgid);
+		rec.tid = pid_nr(smp->pid);
+	} else {
+		rec.pid = pid_nr_ns(smp->tgid, s->pid_ns);
+		rec.tid = pid_nr_ns(smp->pid, s->pid_ns);
+	}
 
 	raw_spin_lock_irqsave(&s->lock, irqflags);
 	if (sframe_ring_flush_lost(s, len) && sframe_ring_fits(s, len)) {

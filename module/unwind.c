@@ -486,6 +486,8 @@ static bool sframe_step_signal(struct sframe_user_unwind *uw)
 void sframe_unwind_start(struct sframe_user_unwind *uw,
 			 const struct pt_regs *regs, u32 flags)
 {
+	bool task = in_task();
+
 	/*
 	 * Field by field, not a memset() of the whole state: range,
 	 * stack_lo/hi and sig_regs (some 300 bytes, a `rep stos` that qemu
@@ -513,9 +515,9 @@ void sframe_unwind_start(struct sframe_user_unwind *uw,
 	 * calls; its caller may lower either, and redoes a walk that ran out
 	 * from the task.
 	 */
-	uw->budget = in_task() ? SFRAME_WALK_BUDGET : SFRAME_IRQ_WALK_BUDGET;
+	uw->budget = task ? SFRAME_WALK_BUDGET : SFRAME_IRQ_WALK_BUDGET;
 	/* Discovery sleeps: only where faults may be served, in a task. */
-	uw->can_sleep = in_task() && !pagefault_disabled();
+	uw->can_sleep = task && !pagefault_disabled();
 	sframe_unwind_set_mm(uw);
 }
 
