@@ -683,6 +683,13 @@ static noinline bool sframe_unwind_next_cached(struct sframe_user_unwind *uw)
 	return sframe_unwind_next_slow(uw);
 }
 
+/* Whether a step may take the fast path (the caller checks uw->stop). */
+static bool sframe_unwind_cached(const struct sframe_user_unwind *uw)
+{
+	return (uw->flags & SFRAME_UNWIND_F_SFRAME) && uw->rows &&
+	       READ_ONCE(sframe_row_cache_enabled);
+}
+
 /*
  * Two paths kept apart (noinline), so that the fast one has no stack
  * canary nor the general one's frame, and this dispatch none at all: the
@@ -691,12 +698,6 @@ static noinline bool sframe_unwind_next_cached(struct sframe_user_unwind *uw)
  * and the general step costs it the row's 36-byte copy and its kinds'
  * tests on every sample.
  */
-static bool sframe_unwind_cached(const struct sframe_user_unwind *uw)
-{
-	return (uw->flags & SFRAME_UNWIND_F_SFRAME) && uw->rows &&
-	       READ_ONCE(sframe_row_cache_enabled);
-}
-
 bool sframe_unwind_next(struct sframe_user_unwind *uw)
 {
 	if (!uw->stop && sframe_unwind_cached(uw))
