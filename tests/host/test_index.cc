@@ -205,6 +205,15 @@ BSection two_functions(uint8_t version)
 	return s;
 }
 
+// v3: two_functions() and a flexible FDE at 0x401080, whose rows the index
+// does not keep.
+BSection with_flexible_function()
+{
+	BSection s = two_functions(3);
+	s.fdes.push_back(flexible_function(0x401080));
+	return s;
+}
+
 TEST(Index, RefusesWhatTheLookupCannotRelyOn)
 {
 	for (uint8_t v : { 1, 2, 3 }) {
@@ -370,9 +379,7 @@ TEST(Index, SpendsTheBudget)
 
 	// A v3 flexible FDE keeps no rows: its FREs are read, at or below the
 	// PC and the next one.
-	BSection s = two_functions(3);
-	s.fdes.push_back(flexible_function(0x401080));
-	Decoder d3(build(s));
+	Decoder d3(build(with_flexible_function()));
 	ASSERT_EQ(d3.init(kSecAddr), 0);
 	Index idx3(d3.sec);
 	ASSERT_EQ(idx3.ret, 0);
@@ -396,9 +403,7 @@ TEST(Index, SpendsTheBudget)
 // does not change them.  A flexible FDE's FREs are read as they are.
 TEST(Index, KeptRowsAreTheSectionAsRegistered)
 {
-	BSection s = two_functions(3);
-	s.fdes.push_back(flexible_function(0x401080));
-	Decoder d(build(s));
+	Decoder d(build(with_flexible_function()));
 	ASSERT_EQ(d.init(kSecAddr), 0);
 	Index idx(d.sec);
 	ASSERT_EQ(idx.ret, 0);
@@ -430,10 +435,8 @@ TEST(Index, KeptRowsAreTheSectionAsRegistered)
 TEST(Index, SectionChangedAfterBuild)
 {
 	for (uint8_t v : { 1, 2, 3 }) {
-		BSection s = two_functions(v);
-		if (v == 3)
-			s.fdes.push_back(flexible_function(0x401080));
-		std::vector<uint8_t> bytes = build(s);
+		std::vector<uint8_t> bytes =
+			build(v == 3 ? with_flexible_function() : two_functions(v));
 		std::mt19937 rng(v);
 		for (int round = 0; round < 2000; round++) {
 			Decoder d(bytes);
