@@ -2,11 +2,13 @@
 /*
  * FDE indexes of registered sections (see fde_index.h).
  *
- * A lookup without an index binary-searches the FDE table in user memory:
- * a dozen user reads for a few thousand functions, each a fault-checked
- * access.  The index holds the FDE starts and decoded FDEs in kernel
- * memory (about 20 bytes per FDE), so a lookup reads only the FREs of the
- * function found.  Any local user can make the module build one (by
+ * A lookup without an index binary-searches the FDE table in user memory
+ * (a dozen user reads for a few thousand functions, each a fault-checked
+ * access) and then scans the function's FREs there.  The index holds the
+ * decoded FDEs and their rows in kernel memory (16 bytes per FDE, 8 per
+ * row: about 1.6 times the section), so a lookup reads nothing of the
+ * section, but for the FREs of the few FDEs whose rows it does not keep.
+ * Any local user can make the module build one (by
  * registering a section, or by running a program that discovery finds),
  * so its bytes are charged to the user, within index_max_user_kb, and to
  * the memory cgroup of the task that made it.
@@ -22,9 +24,10 @@
 #include "quota.h"
 
 /*
- * Enough for the largest section (64 MiB of v1 FDEs, about 4 M of them:
- * 80 MiB of index) is not given by default; a user's programs rarely
- * reach 3 M functions in all.
+ * Not enough for the largest sections (64 MiB of small FREs make about
+ * 260 MiB of rows), which are then searched; enough for the sections of
+ * a user's programs, at 1.6 times their size (a large program's .sframe
+ * is a few MiB).
  */
 static unsigned int index_max_user_kb = 64 << 10;
 module_param(index_max_user_kb, uint, 0644);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The kernel's index of a registered section's FDEs (sframe_index in
- * sframe_decode.h), built once at registration so that a lookup does not
- * binary-search the section in user memory.  Reference counted: the
+ * The kernel's index of a registered section's FDEs and rows (sframe_index
+ * in sframe_decode.h), built once at registration so that a lookup does
+ * not search the section in user memory.  Reference counted: the
  * entries of a process and of its fork children share one.
  */
 #ifndef SFRAME_FDE_INDEX_H
@@ -34,7 +34,7 @@ struct sframe_fde_index *sframe_fde_index_get(struct sframe_fde_index *fi);
  */
 void sframe_fde_index_put(struct sframe_fde_index *fi);
 
-/* The decoder's index, for sframe_index_find_fde(); under RCU or a ref. */
+/* The decoder's index, for sframe_index_find_row(); under RCU or a ref. */
 const struct sframe_index *sframe_fde_index_table(const struct sframe_fde_index *fi);
 
 #endif /* SFRAME_FDE_INDEX_H */

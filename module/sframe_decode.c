@@ -33,7 +33,9 @@
  * FDE until the remaining candidates fit in FDE_WINDOW bytes, which it then
  * reads whole (the FDE found comes from that copy), and FREs are read in
  * chunks of at most FRE_CHUNK bytes.  A v1 lookup in a table of 5000 FDEs
- * makes about 11 reads: 9 probes, the window and one chunk of FREs.
+ * makes about 11 reads: 9 probes, the window and one chunk of FREs.  With
+ * the index the validation can build (sframe_validate_index()), most
+ * lookups read nothing: see struct sframe_index.
  */
 
 #include "sframe_decode.h"
