@@ -59,14 +59,10 @@ bool sframe_row_cache_lookup(struct sframe_row_cache *cache, u32 gen,
 	struct sframe_row_cache_entry *e =
 		sframe_row_cache_probe(cache, gen, pc, &seq);
 
-	u8 flags;
-
-	if (!e || !READ_ONCE(sframe_row_cache_enabled))
+	if (!e)
 		return false;
 	*row = e->row;
-	flags = READ_ONCE(e->rule.flags);
-	return sframe_row_cache_unchanged(e, seq) &&
-	       !(flags & SFRAME_RULE_UNCOVERED);
+	return sframe_row_cache_unchanged(e, seq);
 }
 
 static bool sframe_fits_s16(s32 v)
@@ -99,13 +95,12 @@ static struct sframe_rule sframe_row_rule(const struct sframe_row *row)
 	return rule;
 }
 
-/* Write the entry for pc, unless another writer holds it. */
-static void sframe_row_cache_put(struct sframe_row_cache *cache, u32 gen,
-				 unsigned long pc, struct sframe_rule rule,
-				 const struct sframe_row *row,
-				 bool not_sigreturn)
+void sframe_row_cache_store(struct sframe_row_cache *cache, u32 gen,
+			    unsigned long pc, const struct sframe_row *row,
+			    bool not_sigreturn)
 {
 	struct sframe_row_cache_entry *e = sframe_row_cache_slot(cache, pc);
+	struct sframe_rule rule = sframe_row_rule(row);
 	u32 seq = READ_ONCE(e->seq);
 
 	if (not_sigreturn)
@@ -121,22 +116,4 @@ static void sframe_row_cache_put(struct sframe_row_cache *cache, u32 gen,
 	e->row = *row;
 	smp_wmb();
 	WRITE_ONCE(e->seq, seq + 2);
-}
-
-void sframe_row_cache_store(struct sframe_row_cache *cache, u32 gen,
-			    unsigned long pc, const struct sframe_row *row,
-			    bool not_sigreturn)
-{
-	sframe_row_cache_put(cache, gen, pc, sframe_row_rule(row), row,
-			     not_sigreturn);
-}
-
-void sframe_row_cache_store_uncovered(struct sframe_row_cache *cache,
-				      u32 gen, unsigned long pc,
-				      bool not_sigreturn)
-{
-	static const struct sframe_row none = {};
-	struct sframe_rule rule = { .flags = SFRAME_RULE_UNCOVERED };
-
-	sframe_row_cache_put(cache, gen, pc, rule, &none, not_sigreturn);
 }

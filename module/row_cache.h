@@ -29,13 +29,6 @@
  * 16-byte-aligned return addresses need not be redone on a hit).
  */
 #define SFRAME_RULE_NOT_SIGRETURN 0x08
-/*
- * No SFrame row covers pc: the registry had an entry around it (a "none"
- * entry of discovery, or a section without an FDE for it), so the
- * frame-pointer rule applies (unwind.c), without a registry lookup.
- * Never returned as a row by sframe_row_cache_lookup().
- */
-#define SFRAME_RULE_UNCOVERED 0x10
 
 struct sframe_rule {
 	s32 cfa_off;
@@ -81,7 +74,7 @@ sframe_row_cache_probe(struct sframe_row_cache *cache, u32 gen,
 	struct sframe_row_cache_entry *e = sframe_row_cache_slot(cache, pc);
 
 	*seq = READ_ONCE(e->seq);
-	if (*seq & 1)
+	if ((*seq & 1) || !READ_ONCE(sframe_row_cache_enabled))
 		return NULL;
 	smp_rmb();
 	if (READ_ONCE(e->pc) != pc || READ_ONCE(e->gen) != gen)
@@ -101,7 +94,6 @@ sframe_row_cache_unchanged(const struct sframe_row_cache_entry *e, u32 seq)
  * is the registry's generation read before the row was looked up: any
  * change to the registry makes older entries misses.  Inline: it is on
  * the path of every frame, and copies 12 bytes where the full row is 36.
- * The caller tests sframe_row_cache_enabled, once a walk (unwind.c).
  */
 static __always_inline bool
 sframe_row_cache_lookup_rule(struct sframe_row_cache *cache, u32 gen,
@@ -117,10 +109,7 @@ sframe_row_cache_lookup_rule(struct sframe_row_cache *cache, u32 gen,
 	return sframe_row_cache_unchanged(e, seq);
 }
 
-/*
- * The full row cached for pc under generation gen, or false (also for
- * an SFRAME_RULE_UNCOVERED entry, which has no row).
- */
+/* The full row cached for pc under generation gen, or false. */
 bool sframe_row_cache_lookup(struct sframe_row_cache *cache, u32 gen,
 			     unsigned long pc, struct sframe_row *row);
 
@@ -131,9 +120,5 @@ bool sframe_row_cache_lookup(struct sframe_row_cache *cache, u32 gen,
 void sframe_row_cache_store(struct sframe_row_cache *cache, u32 gen,
 			    unsigned long pc, const struct sframe_row *row,
 			    bool not_sigreturn);
-/* Cache that no row covers pc under gen (SFRAME_RULE_UNCOVERED). */
-void sframe_row_cache_store_uncovered(struct sframe_row_cache *cache,
-				      u32 gen, unsigned long pc,
-				      bool not_sigreturn);
 
 #endif /* SFRAME_ROW_CACHE_H */

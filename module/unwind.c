@@ -167,8 +167,6 @@ static void sframe_unwind_set_mm(struct sframe_user_unwind *uw)
 {
 	uw->smm = current->mm ? sframe_mm_find(current->mm) : NULL;
 	uw->rows = uw->smm ? sframe_mm_row_cache(uw->smm) : NULL;
-	/* Read before any row is looked up: see sframe_step_cached(). */
-	uw->gen = uw->smm ? sframe_mm_generation(uw->smm) : 0;
 }
 
 /*
@@ -284,26 +282,7 @@ static int sframe_step(struct sframe_user_unwind *uw)
 	/* Read before the lookup, so a cached row is never newer than it. */
 	gen = uw->smm ? sframe_mm_generation(uw->smm) : 0;
 	if (!uw->smm || !sframe_row_cache_lookup(uw->rows, gen, pc, &row)) {
-		/* A section looked up by an earlier step may be older than gen. */
-		bool had_range = uw->have_range && pc >= uw->range.text_start &&
-				 pc < uw->range.text_end;
-
 		ret = sframe_lookup_row(uw, pc, &row);
-		/*
-		 * Remember a PC that the registry, looked up now, has an
-		 * entry for but no row (a mapping without .sframe: the C
-		 * library's frame below main, in every sample): the next
-		 * walks take the frame-pointer rule without the lookup.  Not
-		 * where no lookup was made (a range in hand, discovery left
-		 * to the task) or it found no entry (a failed discovery,
-		 * which a later walk retries).
-		 */
-		if (ret == SFRAME_STEP_UNCOVERED && !had_range &&
-		    !uw->retry_in_task && uw->have_range &&
-		    pc >= uw->range.text_start && pc < uw->range.text_end &&
-		    uw->smm && gen)
-			sframe_row_cache_store_uncovered(uw->rows, gen, pc,
-							 !uw->topmost);
 		if (ret)
 			return ret;
 		/*
@@ -486,38 +465,22 @@ static bool sframe_step_signal(struct sframe_user_unwind *uw)
 void sframe_unwind_start(struct sframe_user_unwind *uw,
 			 const struct pt_regs *regs, u32 flags)
 {
-	bool task = in_task();
-
-	/*
-	 * Field by field, not a memset() of the whole state: range,
-	 * stack_lo/hi and sig_regs (some 300 bytes, a `rep stos` that qemu
-	 * counts a word at a time) are written before they are read, under
-	 * have_range, stack_known and a signal step.  Every other field is
-	 * set here.
-	 */
+	memset(uw, 0, sizeof(*uw));
 	uw->ip = regs->ip;
 	uw->sp = regs->sp;
 	uw->bp = regs->bp;
 	uw->regs = regs;
 	uw->topmost = true;
-	uw->caller_of_topmost = false;
 	uw->flags = flags;
-	uw->retry_in_task = false;
-	uw->have_range = false;
-	uw->stack_known = false;
-	uw->nr_signal = 0;
-	uw->stop = 0;
-	uw->nr_sframe = 0;
-	uw->nr_fp = 0;
 	/*
 	 * A walk outside a task (hard interrupt, NMI: the sample path) holds
 	 * a CPU with interrupts off, so it gets the small budget whoever
 	 * calls; its caller may lower either, and redoes a walk that ran out
 	 * from the task.
 	 */
-	uw->budget = task ? SFRAME_WALK_BUDGET : SFRAME_IRQ_WALK_BUDGET;
+	uw->budget = in_task() ? SFRAME_WALK_BUDGET : SFRAME_IRQ_WALK_BUDGET;
 	/* Discovery sleeps: only where faults may be served, in a task. */
-	uw->can_sleep = task && !pagefault_disabled();
+	uw->can_sleep = in_task() && !pagefault_disabled();
 	sframe_unwind_set_mm(uw);
 }
 
@@ -542,77 +505,32 @@ fault:
 	return -EFAULT;
 }
 
-/*
- * Read the word at a in a user-access window opened inline: get_user()
- * is a call to an out-of-line helper, with the same range check and
- * STAC/CLAC.
- */
-static __always_inline int sframe_read_one(unsigned long a, unsigned long *va)
-{
-	if (!user_access_begin((const void __user *)a, sizeof(*va)))
-		return -EFAULT;
-	unsafe_get_user(*va, (const unsigned long __user *)a, fault);
-	user_access_end();
-	return 0;
-fault:
-	user_access_end();
-	return -EFAULT;
-}
-
 /* Result of sframe_step_cached(): not applied, take the general path. */
 #define SFRAME_STEP_SLOW 1
 
 /*
- * One step from the row cache's pre-reduced rule: the steady state of a
- * profiler, every frame of every sample, the topmost one included.  The
- * same rule and checks as sframe_step() (the PC of the row, reads first,
- * then: the stack pointer moves up, the RA is a user address), in fewer
- * instructions: an inline cache probe copying 12 bytes, and RA and saved
- * FP read in one user-access window.  Returns 0 (stepped),
- * SFRAME_STEP_SLOW (a miss, a row without a fast form, or a return
- * address whose trampoline check is not cached), or a negative errno with
- * uw->stop set.
+ * One step below the top from the row cache's pre-reduced rule: the
+ * steady state of a profiler, every frame of every sample.  The same rule
+ * and checks as sframe_step() (reads first, then: the stack pointer moves
+ * up, the RA is a user address), in fewer instructions: an inline cache
+ * probe copying 12 bytes, and RA and saved FP read in one user-access
+ * window.  Returns 0 (stepped), SFRAME_STEP_SLOW (a miss, a row without a
+ * fast form, or a return address whose trampoline check is not cached),
+ * or a negative errno with uw->stop set.
  */
 static __always_inline int sframe_step_cached(struct sframe_user_unwind *uw)
 {
-	bool top = uw->topmost;
 	unsigned long cfa, ra, fp;
 	struct sframe_rule rule;
 	int err;
 
-	/*
-	 * As sframe_step(): the exact PC at the top, the call's below.  The
-	 * generation is the one read when the walk found its registry
-	 * (sframe_unwind_set_mm()), not read again for each frame (a call
-	 * into registry.c): a hit is a row decoded under the registry as it
-	 * was at the walk's start, never an older one; a change during the
-	 * walk makes the rest of its frames misses, which take the general
-	 * step with the generation of the moment.
-	 */
-	if (!sframe_row_cache_lookup_rule(uw->rows, uw->gen,
-					  top ? uw->ip : uw->ip - 1, &rule))
+	if (!sframe_row_cache_lookup_rule(uw->rows,
+					  sframe_mm_generation(uw->smm),
+					  uw->ip - 1, &rule))
 		return SFRAME_STEP_SLOW;
-	/*
-	 * Below the top, a 16-byte-aligned return address may be the
-	 * trampoline's (sframe_unwind_next_slow()); at the top, a PC with a
-	 * row is applied by it, as the general step does.
-	 */
-	if (!top && !(uw->ip & 15) && !(rule.flags & SFRAME_RULE_NOT_SIGRETURN))
+	if (!(rule.flags & SFRAME_RULE_FAST) ||
+	    (!(uw->ip & 15) && !(rule.flags & SFRAME_RULE_NOT_SIGRETURN)))
 		return SFRAME_STEP_SLOW;
-	if (!(rule.flags & SFRAME_RULE_FAST)) {
-		/*
-		 * No row, below the top: the general step's frame-pointer
-		 * rule (at the top it looks for the trampoline first).
-		 */
-		if (top || !(rule.flags & SFRAME_RULE_UNCOVERED))
-			return SFRAME_STEP_SLOW;
-		uw->caller_of_topmost = false;
-		if (!(uw->flags & SFRAME_UNWIND_F_FP)) {
-			sframe_stop(uw, SFRAME_STOP_NO_COVERAGE);
-			return -ENOENT;
-		}
-		return sframe_step_fp(uw) ? 0 : -ENOENT;
-	}
 
 	cfa = (rule.flags & SFRAME_RULE_CFA_FP) ? uw->bp : uw->sp;
 	cfa += (long)rule.cfa_off;
@@ -620,13 +538,12 @@ static __always_inline int sframe_step_cached(struct sframe_user_unwind *uw)
 		err = sframe_read_two(cfa + (long)rule.ra_off, &ra,
 				      cfa + (long)rule.fp_off, &fp);
 	} else {
-		err = sframe_read_one(cfa + (long)rule.ra_off, &ra);
+		err = sframe_read_ulong(cfa + (long)rule.ra_off, &ra);
 		fp = uw->bp;
 	}
 	if (err)
 		return sframe_step_error(uw, err);
-	uw->topmost = false;
-	uw->caller_of_topmost = top;
+	uw->caller_of_topmost = false;
 	return sframe_step_to(uw, cfa, ra, fp);
 }
 
@@ -683,55 +600,17 @@ static noinline bool sframe_unwind_next_cached(struct sframe_user_unwind *uw)
 	return sframe_unwind_next_slow(uw);
 }
 
-/* Whether a step may take the fast path (the caller checks uw->stop). */
-static bool sframe_unwind_cached(const struct sframe_user_unwind *uw)
-{
-	return (uw->flags & SFRAME_UNWIND_F_SFRAME) && uw->rows &&
-	       READ_ONCE(sframe_row_cache_enabled);
-}
-
 /*
  * Two paths kept apart (noinline), so that the fast one has no stack
  * canary nor the general one's frame, and this dispatch none at all: the
- * frame-pointer walk pays a few tests and a jump.  The topmost frame
- * takes the fast path too: its row is cached under its PC like any other,
- * and the general step costs it the row's 36-byte copy and its kinds'
- * tests on every sample.
+ * frame-pointer walk and the first frame pay a few tests and a jump.
  */
 bool sframe_unwind_next(struct sframe_user_unwind *uw)
 {
-	if (!uw->stop && sframe_unwind_cached(uw))
+	if ((uw->flags & SFRAME_UNWIND_F_SFRAME) && !uw->topmost &&
+	    !uw->stop && uw->rows)
 		return sframe_unwind_next_cached(uw);
 	return sframe_unwind_next_slow(uw);
-}
-
-/*
- * sframe_unwind_next() in a loop, for the sample path: the fast path is
- * inline here, so a cached frame costs no call and no dispatch (some 20
- * instructions a frame), and whether it applies is tested once, not for
- * each frame: a step that stops the walk ends the loop, and only the
- * general step can find a registry (discovery).
- */
-u32 sframe_unwind_fill(struct sframe_user_unwind *uw, u64 *frames, u32 n,
-		       u32 max)
-{
-	bool cached = sframe_unwind_cached(uw);
-	int ret;
-
-	if (uw->stop)
-		return n;
-	while (n < max) {
-		ret = cached ? sframe_step_cached(uw) : SFRAME_STEP_SLOW;
-		if (ret == SFRAME_STEP_SLOW) {
-			if (!sframe_unwind_next_slow(uw))
-				break;
-			cached = sframe_unwind_cached(uw);
-		} else if (ret) {
-			break;
-		}
-		frames[n++] = uw->ip;
-	}
-	return n;
 }
 
 void sframe_unwind_account(const struct sframe_user_unwind *uw)
