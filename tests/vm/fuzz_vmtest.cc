@@ -392,19 +392,39 @@ struct Thread {
     m.release();
   }
 
-  void Fail(const char* what, int op, unsigned long cmd, uint64_t arg, long ret, int err) {
+  void Fail(const char* what, int op, unsigned long cmd, uint64_t arg, long ret, int err,
+            const std::vector<uint8_t>& reply = {}) {
     const int slot = sh->nfail.fetch_add(1);
     if (slot >= kMaxFailures) return;
     char* out = sh->fail[slot];
-    int n = std::snprintf(out, sizeof(sh->fail[0]),
+    const size_t cap = sizeof(sh->fail[0]);
+    int n = std::snprintf(out, cap,
                           "%s: %s (cmd 0x%lx, arg 0x%" PRIx64 ") returned %ld, errno %d (%s); "
                           "worker %d thread %d call %" PRIu64 ", thread seed 0x%" PRIx64
                           "; request:",
                           what, kOpNames[op], cmd, arg, ret, err, strerrorname_np(err) ?: "?",
                           w->worker, id, calls, seed);
-    for (size_t i = 0; i < req.size() && i < 160 && n > 0 && n < 1500; i++) {
-      n += std::snprintf(out + n, sizeof(sh->fail[0]) - static_cast<size_t>(n), " %02x", req[i]);
+    for (size_t i = 0; i < req.size() && i < 200 && n > 0 && static_cast<size_t>(n) < cap - 64; i++) {
+      n += std::snprintf(out + n, cap - static_cast<size_t>(n), " %02x", req[i]);
     }
+    if (!reply.empty() && n > 0 && static_cast<size_t>(n) < cap - 64) {
+      n += std::snprintf(out + n, cap - static_cast<size_t>(n), "; reply:");
+    }
+    for (size_t i = 0; i < reply.size() && i < 200 && n > 0 && static_cast<size_t>(n) < cap - 8; i++) {
+      n += std::snprintf(out + n, cap - static_cast<size_t>(n), " %02x", reply[i]);
+    }
+  }
+
+  // The bytes at a in user memory now, and again a millisecond later (both,
+  // one after the other): a result the kernel never wrote reads the same
+  // twice, one overwritten after the call may not.
+  static std::vector<uint8_t> Reply(uint64_t a, size_t n) {
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(a);
+    std::vector<uint8_t> r(p, p + n);
+    timespec ts{0, 1000000};
+    nanosleep(&ts, nullptr);
+    r.insert(r.end(), p, p + n);
+    return r;
   }
 
   // ---- values -------------------------------------------------------------
@@ -712,7 +732,8 @@ struct Thread {
       uint32_t abi;
       std::memcpy(&abi, reinterpret_cast<uint8_t*>(arg) + 4, 4);
       if (abi != SFRAME_UNWIND_ABI_VERSION) {
-        Fail("GET_STATS: wrong abi_version", kGetStats, SFRAME_IOC_GET_STATS, arg, 0, 0);
+        Fail("GET_STATS: wrong abi_version", kGetStats, SFRAME_IOC_GET_STATS, arg, 0, 0,
+             Reply(arg, 16));
       }
     }
   }
@@ -770,7 +791,15 @@ struct Thread {
           }
         }
       }
-      if (bad) Fail("impossible LIST_SECTIONS result", kList, SFRAME_IOC_LIST_SECTIONS, arg, 0, 0);
+      if (bad) {
+        // The struct as it came back, then the first entry.
+        std::vector<uint8_t> reply = Reply(arg, SFRAME_LIST_SECTIONS_SIZE_VER0);
+        if (out.entries == reinterpret_cast<uint64_t>(entries)) {
+          const std::vector<uint8_t> e = Reply(out.entries, sizeof(sframe_section_info));
+          reply.insert(reply.end(), e.begin(), e.end());
+        }
+        Fail("impossible LIST_SECTIONS result", kList, SFRAME_IOC_LIST_SECTIONS, arg, 0, 0, reply);
+      }
     }
   }
 
