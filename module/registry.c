@@ -54,6 +54,11 @@ struct sframe_entry {
 	struct sframe_blob *blob; /* SFRAME_SOURCE_SUPPLIED: the section */
 	struct sframe_fde_index *index; /* or NULL: lookups search */
 	/*
+	 * index's table, set once before the entry is inserted: the per-frame
+	 * path (sframe_registry_find_rule()) reads it without a call.
+	 */
+	const struct sframe_index *table;
+	/*
 	 * Its text was unmapped where we could not sleep to erase it (the OOM
 	 * reaper): lookups skip it, the next writer under the lock erases it.
 	 */
@@ -734,6 +739,8 @@ static int sframe_insert(struct mm_struct *mm, struct sframe_entry *entry)
 	if (IS_ERR(smm))
 		return PTR_ERR(smm);
 
+	entry->table = entry->index ? sframe_fde_index_table(entry->index) :
+				      NULL;
 	mutex_lock(&smm->lock);
 	sframe_mm_reap_dead(smm);
 	if (smm->nr_entries >= SFRAME_MAX_SECTIONS_PER_MM) {
@@ -956,19 +963,19 @@ bool sframe_registry_lookup(struct sframe_mm *smm, unsigned long pc,
  * left, or the module is going away, and a walk of current's stack holds
  * both (uw->smm, sframe_mm_find()).
  */
-int sframe_registry_find_rule(struct sframe_mm *smm, struct sframe_entry *entry,
-			      u64 gen, unsigned long pc,
-			      struct sframe_rule *rule, u32 *budget)
+struct sframe_rule sframe_registry_find_rule(struct sframe_mm *smm,
+					     struct sframe_entry *entry,
+					     u64 gen, unsigned long pc,
+					     u32 *budget)
 {
-	int ret = SFRAME_INDEX_NO_RULE;
+	struct sframe_rule rule = {};
 
 	rcu_read_lock();
 	if (sframe_mm_generation64(smm) == gen && !READ_ONCE(entry->dead) &&
-	    entry->index)
-		ret = sframe_index_find_rule(
-			sframe_fde_index_table(entry->index), pc, rule, budget);
+	    entry->table)
+		rule = sframe_index_find_rule(entry->table, pc, budget);
 	rcu_read_unlock();
-	return ret;
+	return rule;
 }
 
 /*

@@ -111,15 +111,17 @@ int sframe_registry_find_row(struct sframe_mm *smm,
  * of entry, as sframe_registry_lookup() gave it with gen, without looking
  * entry up again: usable while the registry's generation is still gen,
  * which is checked here (see registry.c for why that keeps entry alive).
- * Any context the walk runs in (RCU only, no sleeping).  Returns 0, or
- * SFRAME_INDEX_NO_RULE with *budget untouched: the registry changed, the
+ * Any context the walk runs in (RCU only, no sleeping).  Returns the rule,
+ * or one with flags 0 and *budget untouched: the registry changed, the
  * entry has no index, or the row has no fast form; the caller then looks
  * the row up in full (sframe_registry_find_row()).  pc lies in entry's
- * range (the caller's copy of it says so).
+ * range (the caller's copy of it says so).  By value, in two registers:
+ * the caller's frame takes no address, so needs no stack canary.
  */
-int sframe_registry_find_rule(struct sframe_mm *smm, struct sframe_entry *entry,
-			      u64 gen, unsigned long pc,
-			      struct sframe_rule *rule, u32 *budget);
+struct sframe_rule sframe_registry_find_rule(struct sframe_mm *smm,
+					     struct sframe_entry *entry,
+					     u64 gen, unsigned long pc,
+					     u32 *budget);
 /*
  * Describe mm's entries, in text order: up to max into out, and the count
  * of all in *nr.

@@ -147,10 +147,8 @@ static void sframe_rule_row(const struct sframe_rule *rule,
 }
 
 void sframe_row_cache_store_rule(struct sframe_row_cache *cache, u32 gen,
-				 unsigned long pc,
-				 const struct sframe_rule *rule)
+				 unsigned long pc, struct sframe_rule rule)
 {
-	struct sframe_rule r = *rule;
 	struct sframe_row row;
 
 	if (!READ_ONCE(sframe_row_cache_enabled))
@@ -159,7 +157,7 @@ void sframe_row_cache_store_rule(struct sframe_row_cache *cache, u32 gen,
 	 * The full row too: a topmost frame's lookup (sframe_step()) at the
 	 * same pc reads it.
 	 */
-	sframe_rule_row(rule, &row);
-	r.flags |= SFRAME_RULE_NOT_SIGRETURN;
-	sframe_row_cache_write(cache, gen, pc, &r, &row);
+	sframe_rule_row(&rule, &row);
+	rule.flags |= SFRAME_RULE_NOT_SIGRETURN;
+	sframe_row_cache_write(cache, gen, pc, &rule, &row);
 }

@@ -112,10 +112,10 @@ void sframe_row_cache_store(struct sframe_row_cache *cache, u32 gen,
 
 /*
  * Cache the fast rule (SFRAME_RULE_FAST set) for pc under gen, with the
- * row it stands for; pc + 1 was checked and is not the trampoline.
+ * row it stands for; pc + 1 was checked and is not the trampoline.  The
+ * rule by value, in registers: the caller's frame takes no address.
  */
 void sframe_row_cache_store_rule(struct sframe_row_cache *cache, u32 gen,
-				 unsigned long pc,
-				 const struct sframe_rule *rule);
+				 unsigned long pc, struct sframe_rule rule);
 
 #endif /* SFRAME_ROW_CACHE_H */

@@ -1349,40 +1349,40 @@ static const struct index_row *index_row_at(const struct index_row *r,
 	return &r[lo];
 }
 
-int sframe_index_find_rule(const struct sframe_index *idx, uint64_t pc,
-			   struct sframe_rule *rule, uint32_t *budget)
+struct sframe_rule sframe_index_find_rule(const struct sframe_index *idx,
+					  uint64_t pc, uint32_t *budget)
 {
+	struct sframe_rule rule = { 0 };
 	const struct index_fde *f;
 	const struct index_row *r;
-	struct sframe_fde fde;
+	uint32_t off;
 
 	/* Checked first: a lookup past the budget is the full one's. */
 	if (budget && !*budget)
-		return SFRAME_INDEX_NO_RULE;
+		return rule;
 	f = index_find(idx, pc);
 	/* Signal frames and FREs read from the section: the full lookup. */
 	if (!f || (f->type & (1u << 4)) || !(f->type & INDEX_F_ROWS))
-		return SFRAME_INDEX_NO_RULE;
-	/* Only what fre_offset() reads. */
-	fde.func_start = idx->base + f->start;
-	fde.pc_type = (f->type >> 2) & 1;
-	fde.rep_size = f->rep_size;
-	r = index_row_at(&index_rows(idx)[f->where], f->num_fres,
-			 fre_offset(&fde, pc));
+		return rule;
+	/* fre_offset() of the FDE, from the entry (pc - base - start). */
+	off = (uint32_t)(pc - idx->base) - f->start;
+	if ((f->type >> 2) & 1)	/* SFRAME_PC_MASK */
+		off %= f->rep_size ? f->rep_size : SFRAME_V1_PCMASK_BLOCK;
+	r = index_row_at(&index_rows(idx)[f->where], f->num_fres, off);
 	if (!r || (r->flags & INDEX_ROW_OUTERMOST))
-		return SFRAME_INDEX_NO_RULE;
+		return rule;
 	if (budget)
 		--*budget;
 	/* As index_row_to_row() and the row cache's reduction make it. */
-	rule->cfa_off = r->cfa_offset;
-	rule->ra_off = idx->ra_offset;
-	rule->fp_off = r->fp_offset;
-	rule->flags = SFRAME_RULE_FAST;
+	rule.cfa_off = r->cfa_offset;
+	rule.ra_off = idx->ra_offset;
+	rule.fp_off = r->fp_offset;
+	rule.flags = SFRAME_RULE_FAST;
 	if (r->flags & INDEX_ROW_CFA_FP)
-		rule->flags |= SFRAME_RULE_CFA_FP;
+		rule.flags |= SFRAME_RULE_CFA_FP;
 	if (r->fp_offset)
-		rule->flags |= SFRAME_RULE_FP_SAVED;
-	return 0;
+		rule.flags |= SFRAME_RULE_FP_SAVED;
+	return rule;
 }
 
 int sframe_index_find_row(const struct sframe_index *idx, uint64_t pc,

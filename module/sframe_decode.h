@@ -327,21 +327,18 @@ struct sframe_rule {
 	uint8_t flags;	/* SFRAME_RULE_* */
 };
 
-/* From sframe_index_find_rule(): no rule; look the row up in full. */
-#define SFRAME_INDEX_NO_RULE 2
-
 /*
  * The row for pc from the index alone as a rule (SFRAME_RULE_FAST set),
  * spending one unit of *budget: what sframe_index_find_row() finds,
- * without decoding it into a struct sframe_row (about half the
- * instructions of a frame that misses the row cache).  Returns 0, or
- * SFRAME_INDEX_NO_RULE with *budget untouched wherever the full lookup
- * must decide: no FDE or row covers pc, the FDE's rows are not in the
- * index, the row is outermost or a signal frame's, or *budget is spent
- * (the full lookup then reports -SFRAME_EBUDGET).
+ * without decoding it into a struct sframe_row.  Returns the rule, or no
+ * rule (flags 0) with *budget untouched wherever the full lookup must
+ * decide: no FDE or row covers pc, the FDE's rows are not in the index,
+ * the row is outermost or a signal frame's, or *budget is spent (the full
+ * lookup then reports -SFRAME_EBUDGET).  By value: 12 bytes, returned in
+ * two registers.
  */
-int sframe_index_find_rule(const struct sframe_index *idx, uint64_t pc,
-			   struct sframe_rule *rule, uint32_t *budget);
+struct sframe_rule sframe_index_find_rule(const struct sframe_index *idx,
+					  uint64_t pc, uint32_t *budget);
 
 /*
  * The row for pc in fde (which covers pc), reading its FREs; spends one

@@ -625,12 +625,20 @@ static noinline bool sframe_unwind_next_indexed(struct sframe_user_unwind *uw)
 
 	if (!uw->have_range || !uw->entry || pc < uw->range.text_start ||
 	    pc >= uw->range.text_end ||
-	    (!(uw->ip & 15) && sframe_is_sigreturn(uw->ip)) ||
-	    sframe_registry_find_rule(uw->smm, uw->entry, uw->entry_gen, pc,
-				      &rule, &uw->budget))
+	    (!(uw->ip & 15) && sframe_is_sigreturn(uw->ip)))
 		return sframe_unwind_next_slow(uw);
-	/* Found under entry_gen, the generation it is still valid for. */
-	sframe_row_cache_store_rule(uw->rows, (u32)uw->entry_gen, pc, &rule);
+	rule = sframe_registry_find_rule(uw->smm, uw->entry, uw->entry_gen, pc,
+					 &uw->budget);
+	if (!(rule.flags & SFRAME_RULE_FAST))
+		return sframe_unwind_next_slow(uw);
+	/*
+	 * Found under entry_gen, the generation it is still valid for.  The
+	 * flag is tested here, not only in the store, to spare a call per
+	 * frame with the cache off.
+	 */
+	if (READ_ONCE(sframe_row_cache_enabled))
+		sframe_row_cache_store_rule(uw->rows, (u32)uw->entry_gen, pc,
+					    rule);
 	return sframe_step_rule(uw, &rule) == 0;
 }
 

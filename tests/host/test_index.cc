@@ -57,10 +57,9 @@ void expect_same(const Decoder &d, const Index &idx, uint64_t pc)
 
 	// A rule from the index is the search's row, reduced; a row of
 	// another shape gives none, and only a rule spends (one unit).
-	sframe_rule rule;
 	uint32_t budget = 5;
-	int rule_ret = sframe_index_find_rule(idx.get(), pc, &rule, &budget);
-	if (!rule_ret) {
+	sframe_rule rule = sframe_index_find_rule(idx.get(), pc, &budget);
+	if (rule.flags) {
 		ASSERT_EQ(want_ret, 0) << std::hex << "pc 0x" << pc;
 		EXPECT_EQ(budget, 4u);
 		EXPECT_FALSE(want.outermost || want.signal_frame ||
@@ -78,12 +77,10 @@ void expect_same(const Decoder &d, const Index &idx, uint64_t pc)
 			EXPECT_EQ(want.fp.kind, SFRAME_LOC_SAME);
 		}
 	} else {
-		EXPECT_EQ(rule_ret, SFRAME_INDEX_NO_RULE);
 		EXPECT_EQ(budget, 5u);
 	}
 	budget = 0;
-	EXPECT_EQ(sframe_index_find_rule(idx.get(), pc, &rule, &budget),
-		  SFRAME_INDEX_NO_RULE);
+	EXPECT_EQ(sframe_index_find_rule(idx.get(), pc, &budget).flags, 0);
 
 	// The FDE the index gives when it sends the caller to the FREs is
 	// the one the search finds; a row from the index alone reads nothing.
