@@ -54,6 +54,11 @@ struct sframe_entry {
 	struct sframe_blob *blob; /* SFRAME_SOURCE_SUPPLIED: the section */
 	struct sframe_fde_index *index; /* or NULL: lookups search */
 	/*
+	 * index's table, set once before the entry is inserted: the per-frame
+	 * path (sframe_registry_find_rule()) reads it without a call.
+	 */
+	const struct sframe_index *table;
+	/*
 	 * Its text was unmapped where we could not sleep to erase it (the OOM
 	 * reaper): lookups skip it, the next writer under the lock erases it.
 	 */
@@ -198,8 +203,10 @@ struct sframe_mm {
 	/*
 	 * Bumped after every change of sections: by writers under lock, and
 	 * by a non-blockable invalidation without it (so a cmpxchg loop).
+	 * 64 bits, so that it never comes back to a value a walk remembered
+	 * (sframe_registry_find_rule()); the row cache keeps the low 32.
 	 */
-	atomic_t generation;
+	atomic64_t generation;
 	/* Some entry is marked dead and still in sections. */
 	atomic_t has_dead;
 	struct sframe_row_cache *rows;
@@ -234,19 +241,24 @@ static atomic_t sframe_mm_live = ATOMIC_INIT(0);
  */
 static void sframe_mm_bump_generation(struct sframe_mm *smm)
 {
-	int old = atomic_read(&smm->generation), next;
+	s64 old = atomic64_read(&smm->generation), next;
 
 	do {
 		next = old + 1;
 		/* 0 is the generation of never-written cache entries. */
-		if (!next)
-			next = 1;
-	} while (!atomic_try_cmpxchg_release(&smm->generation, &old, next));
+		if (!(u32)next)
+			next++;
+	} while (!atomic64_try_cmpxchg_release(&smm->generation, &old, next));
+}
+
+static u64 sframe_mm_generation64(struct sframe_mm *smm)
+{
+	return atomic64_read_acquire(&smm->generation);
 }
 
 u32 sframe_mm_generation(struct sframe_mm *smm)
 {
-	return atomic_read_acquire(&smm->generation);
+	return (u32)sframe_mm_generation64(smm);
 }
 
 struct sframe_row_cache *sframe_mm_row_cache(struct sframe_mm *smm)
@@ -347,7 +359,7 @@ static struct mmu_notifier *sframe_mm_alloc(struct mm_struct *mm)
 		return ERR_PTR(-ENOMEM);
 	}
 	/* Zeroed cache entries carry generation 0: never a hit. */
-	atomic_set(&smm->generation, 1);
+	atomic64_set(&smm->generation, 1);
 	smm->mm = mm;
 	atomic_inc(&sframe_mm_live);
 	mt_init_flags(&smm->sections, MT_FLAGS_USE_RCU);
@@ -727,6 +739,8 @@ static int sframe_insert(struct mm_struct *mm, struct sframe_entry *entry)
 	if (IS_ERR(smm))
 		return PTR_ERR(smm);
 
+	entry->table = entry->index ? sframe_fde_index_table(entry->index) :
+				      NULL;
 	mutex_lock(&smm->lock);
 	sframe_mm_reap_dead(smm);
 	if (smm->nr_entries >= SFRAME_MAX_SECTIONS_PER_MM) {
@@ -908,19 +922,60 @@ int sframe_unregister_section(struct mm_struct *mm, u64 text_start)
 }
 
 bool sframe_registry_lookup(struct sframe_mm *smm, unsigned long pc,
-			    struct sframe_range *range)
+			    struct sframe_range *range,
+			    struct sframe_entry **found, u64 *gen)
 {
 	struct sframe_entry *entry;
-	bool found = false;
 
+	*found = NULL;
 	rcu_read_lock();
+	/* Before the tree: see sframe_registry_find_rule(). */
+	*gen = sframe_mm_generation64(smm);
 	entry = mtree_load(&smm->sections, pc);
 	if (entry && !READ_ONCE(entry->dead)) {
 		*range = entry->range;
-		found = true;
+		*found = entry;
 	}
 	rcu_read_unlock();
-	return found;
+	return *found;
+}
+
+/*
+ * Why entry may be used here although the walk holds no reference on it
+ * and may have slept since it found it: entry was found in the tree under
+ * RCU after reading generation gen (with acquire, sframe_registry_lookup()),
+ * and every path that frees an entry or its index first takes the entry
+ * out of the tree (or marks it dead), then bumps the generation (with
+ * release), then frees it with kfree_rcu()/kvfree_rcu() (sframe_mm_erase():
+ * sframe_entry_free() drops the entry's reference on its index, whose
+ * memory goes through kvfree_rcu() as well).  So, reading the generation
+ * again inside rcu_read_lock() below:
+ *  - if the bump for entry's removal came before our first read of gen,
+ *    that read saw it (acquire pairs with the release), and the lookup
+ *    after it saw the tree without entry: it cannot have found it;
+ *  - otherwise that bump comes after our first read; if our read below
+ *    still sees gen, the bump (and so the kfree_rcu() after it) had not
+ *    happened when this read-side critical section began reading, and the
+ *    grace period the free waits for includes this whole section.
+ * The generation is 64 bits and only increases: it cannot come back to
+ * gen.  The registry's teardown (sframe_mm_free_sections()) frees entries
+ * without a bump, but only once smm itself is unreachable: mm has no users
+ * left, or the module is going away, and a walk of current's stack holds
+ * both (uw->smm, sframe_mm_find()).
+ */
+struct sframe_rule sframe_registry_find_rule(struct sframe_mm *smm,
+					     struct sframe_entry *entry,
+					     u64 gen, unsigned long pc,
+					     u32 *budget)
+{
+	struct sframe_rule rule = {};
+
+	rcu_read_lock();
+	if (sframe_mm_generation64(smm) == gen && !READ_ONCE(entry->dead) &&
+	    entry->table)
+		rule = sframe_index_find_rule(entry->table, pc, budget);
+	rcu_read_unlock();
+	return rule;
 }
 
 /*

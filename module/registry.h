@@ -82,9 +82,15 @@ int sframe_register_none(struct mm_struct *mm, unsigned long pc,
  * of mm and the module's exit free it.
  */
 struct sframe_mm *sframe_mm_find(struct mm_struct *mm);
-/* Copy the section covering pc into *range; false if none covers it. */
+/*
+ * Copy the section covering pc into *range; false if none covers it.  With
+ * *entry, its entry in the registry (NULL if none), and in *gen the
+ * generation it was found under, for sframe_registry_find_rule().
+ */
+struct sframe_entry;
 bool sframe_registry_lookup(struct sframe_mm *smm, unsigned long pc,
-			    struct sframe_range *range);
+			    struct sframe_range *range,
+			    struct sframe_entry **entry, u64 *gen);
 /*
  * The row for pc from the section range describes (as
  * sframe_registry_lookup() copied it): found in the section's FDE index
@@ -100,6 +106,22 @@ int sframe_registry_find_row(struct sframe_mm *smm,
 			     const struct sframe_range *range,
 			     unsigned long pc, struct sframe_row *row,
 			     u32 *budget);
+/*
+ * The row for pc as a fast rule (sframe_index_find_rule()) from the index
+ * of entry, as sframe_registry_lookup() gave it with gen, without looking
+ * entry up again: usable while the registry's generation is still gen,
+ * which is checked here (see registry.c for why that keeps entry alive).
+ * Any context the walk runs in (RCU only, no sleeping).  Returns the rule,
+ * or one with flags 0 and *budget untouched: the registry changed, the
+ * entry has no index, or the row has no fast form; the caller then looks
+ * the row up in full (sframe_registry_find_row()).  pc lies in entry's
+ * range (the caller's copy of it says so).  By value, in two registers:
+ * the caller's frame takes no address, so needs no stack canary.
+ */
+struct sframe_rule sframe_registry_find_rule(struct sframe_mm *smm,
+					     struct sframe_entry *entry,
+					     u64 gen, unsigned long pc,
+					     u32 *budget);
 /*
  * Describe mm's entries, in text order: up to max into out, and the count
  * of all in *nr.

@@ -34,6 +34,7 @@
 #include <linux/limits.h>
 #include <linux/moduleparam.h>
 #include <linux/slab.h>
+#include <linux/string.h>
 
 #include "row_cache.h"
 
@@ -95,25 +96,68 @@ static struct sframe_rule sframe_row_rule(const struct sframe_row *row)
 	return rule;
 }
 
-void sframe_row_cache_store(struct sframe_row_cache *cache, u32 gen,
-			    unsigned long pc, const struct sframe_row *row,
-			    bool not_sigreturn)
+/* Write rule and row for pc under gen, unless a writer holds the slot. */
+static void sframe_row_cache_write(struct sframe_row_cache *cache, u32 gen,
+				   unsigned long pc,
+				   const struct sframe_rule *rule,
+				   const struct sframe_row *row)
 {
 	struct sframe_row_cache_entry *e = sframe_row_cache_slot(cache, pc);
-	struct sframe_rule rule = sframe_row_rule(row);
 	u32 seq = READ_ONCE(e->seq);
 
-	if (not_sigreturn)
-		rule.flags |= SFRAME_RULE_NOT_SIGRETURN;
-	if (!READ_ONCE(sframe_row_cache_enabled))
-		return;
 	if ((seq & 1) || cmpxchg(&e->seq, seq, seq + 1) != seq)
 		return;
 	smp_wmb();
 	WRITE_ONCE(e->pc, pc);
 	WRITE_ONCE(e->gen, gen);
-	e->rule = rule;
+	e->rule = *rule;
 	e->row = *row;
 	smp_wmb();
 	WRITE_ONCE(e->seq, seq + 2);
+}
+
+void sframe_row_cache_store(struct sframe_row_cache *cache, u32 gen,
+			    unsigned long pc, const struct sframe_row *row,
+			    bool not_sigreturn)
+{
+	struct sframe_rule rule;
+
+	if (!READ_ONCE(sframe_row_cache_enabled))
+		return;
+	rule = sframe_row_rule(row);
+	if (not_sigreturn)
+		rule.flags |= SFRAME_RULE_NOT_SIGRETURN;
+	sframe_row_cache_write(cache, gen, pc, &rule, row);
+}
+
+/* The row a fast rule stands for; start_off is not kept, no step reads it. */
+static void sframe_rule_row(const struct sframe_rule *rule,
+			    struct sframe_row *row)
+{
+	memset(row, 0, sizeof(*row));
+	row->cfa_reg = (rule->flags & SFRAME_RULE_CFA_FP) ? SFRAME_REG_RBP :
+							    SFRAME_REG_RSP;
+	row->cfa_offset = rule->cfa_off;
+	row->ra.kind = SFRAME_LOC_CFA_OFFSET;
+	row->ra.offset = rule->ra_off;
+	row->fp.kind = (rule->flags & SFRAME_RULE_FP_SAVED) ?
+			       SFRAME_LOC_CFA_OFFSET : SFRAME_LOC_SAME;
+	row->fp.offset = (rule->flags & SFRAME_RULE_FP_SAVED) ?
+				 rule->fp_off : 0;
+}
+
+void sframe_row_cache_store_rule(struct sframe_row_cache *cache, u32 gen,
+				 unsigned long pc, struct sframe_rule rule)
+{
+	struct sframe_row row;
+
+	if (!READ_ONCE(sframe_row_cache_enabled))
+		return;
+	/*
+	 * The full row too: a topmost frame's lookup (sframe_step()) at the
+	 * same pc reads it.
+	 */
+	sframe_rule_row(&rule, &row);
+	rule.flags |= SFRAME_RULE_NOT_SIGRETURN;
+	sframe_row_cache_write(cache, gen, pc, &rule, &row);
 }

@@ -14,28 +14,17 @@
 #define SFRAME_ROW_CACHE_BITS 9
 
 /*
- * The common AMD64 rule, pre-reduced for the per-frame fast path
- * (unwind.c): CFA = SP or FP + cfa_off, RA at CFA + ra_off, FP at
- * CFA + fp_off or unchanged.  Any other row (outermost, signal frame, a
- * CFA loaded from memory or based on another register, offsets beyond
- * 16 bits) has no fast form and is applied from the full row.
- */
-#define SFRAME_RULE_FAST	0x01 /* cfa_off, ra_off, fp_off are the row */
-#define SFRAME_RULE_CFA_FP	0x02 /* CFA from FP, not SP */
-#define SFRAME_RULE_FP_SAVED	0x04 /* caller's FP at CFA + fp_off */
-/*
+ * The fast form of a row (struct sframe_rule, sframe_decode.h): the
+ * common AMD64 rule, pre-reduced for the per-frame fast path (unwind.c).
+ * Any other row (outermost, signal frame, a CFA loaded from memory or
+ * based on another register, offsets beyond 16 bits) has no fast form
+ * and is applied from the full row.
+ *
  * The return address pc + 1 was read and is not the start of the
  * rt_sigreturn trampoline (unwind.c: the 1-in-16 text check for
  * 16-byte-aligned return addresses need not be redone on a hit).
  */
 #define SFRAME_RULE_NOT_SIGRETURN 0x08
-
-struct sframe_rule {
-	s32 cfa_off;
-	s16 ra_off;
-	s16 fp_off;
-	u8 flags;	/* SFRAME_RULE_* */
-};
 
 struct sframe_row_cache_entry {
 	u32 seq; /* odd while being written */
@@ -120,5 +109,13 @@ bool sframe_row_cache_lookup(struct sframe_row_cache *cache, u32 gen,
 void sframe_row_cache_store(struct sframe_row_cache *cache, u32 gen,
 			    unsigned long pc, const struct sframe_row *row,
 			    bool not_sigreturn);
+
+/*
+ * Cache the fast rule (SFRAME_RULE_FAST set) for pc under gen, with the
+ * row it stands for; pc + 1 was checked and is not the trampoline.  The
+ * rule by value, in registers: the caller's frame takes no address.
+ */
+void sframe_row_cache_store_rule(struct sframe_row_cache *cache, u32 gen,
+				 unsigned long pc, struct sframe_rule rule);
 
 #endif /* SFRAME_ROW_CACHE_H */

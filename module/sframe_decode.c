@@ -1330,13 +1330,67 @@ static void index_row_to_row(const struct sframe_index *idx,
 	row->signal_frame = (f->type >> 4) & 1;
 }
 
+/*
+ * The last of n rows r starting at or below off, or NULL; halving them
+ * with a conditional move: at most 14 steps (n <= 8192).
+ */
+static const struct index_row *index_row_at(const struct index_row *r,
+					    uint32_t n, uint32_t off)
+{
+	uint32_t lo = 0, half;
+
+	if (!n || r[0].start > off)
+		return NULL;
+	while (n > 1) {
+		half = n / 2;
+		lo = r[lo + half].start <= off ? lo + half : lo;
+		n -= half;
+	}
+	return &r[lo];
+}
+
+struct sframe_rule sframe_index_find_rule(const struct sframe_index *idx,
+					  uint64_t pc, uint32_t *budget)
+{
+	struct sframe_rule rule = { 0 };
+	const struct index_fde *f;
+	const struct index_row *r;
+	uint32_t off;
+
+	/* Checked first: a lookup past the budget is the full one's. */
+	if (budget && !*budget)
+		return rule;
+	f = index_find(idx, pc);
+	/* Signal frames and FREs read from the section: the full lookup. */
+	if (!f || (f->type & (1u << 4)) || !(f->type & INDEX_F_ROWS))
+		return rule;
+	/* fre_offset() of the FDE, from the entry (pc - base - start). */
+	off = (uint32_t)(pc - idx->base) - f->start;
+	if ((f->type >> 2) & 1)	/* SFRAME_PC_MASK */
+		off %= f->rep_size ? f->rep_size : SFRAME_V1_PCMASK_BLOCK;
+	r = index_row_at(&index_rows(idx)[f->where], f->num_fres, off);
+	if (!r || (r->flags & INDEX_ROW_OUTERMOST))
+		return rule;
+	if (budget)
+		--*budget;
+	/* As index_row_to_row() and the row cache's reduction make it. */
+	rule.cfa_off = r->cfa_offset;
+	rule.ra_off = idx->ra_offset;
+	rule.fp_off = r->fp_offset;
+	rule.flags = SFRAME_RULE_FAST;
+	if (r->flags & INDEX_ROW_CFA_FP)
+		rule.flags |= SFRAME_RULE_CFA_FP;
+	if (r->fp_offset)
+		rule.flags |= SFRAME_RULE_FP_SAVED;
+	return rule;
+}
+
 int sframe_index_find_row(const struct sframe_index *idx, uint64_t pc,
 			  struct sframe_fde *fde, struct sframe_row *row,
 			  uint32_t *budget)
 {
 	const struct index_fde *f;
 	const struct index_row *r;
-	uint32_t off, lo, n, half;
 	int ret;
 
 	ret = spend(budget);
@@ -1359,22 +1413,12 @@ int sframe_index_find_row(const struct sframe_index *idx, uint64_t pc,
 	}
 	fde->fre_off = 0;	/* not kept: its rows are */
 
-	/*
-	 * The last row starting at or below pc's offset, halving the rows
-	 * with a conditional move: at most 14 steps (num_fres <= 8192).
-	 */
-	off = fre_offset(fde, pc);
-	r = &index_rows(idx)[f->where];
-	n = f->num_fres;
-	if (!n || r[0].start > off)
+	/* The last row starting at or below pc's offset. */
+	r = index_row_at(&index_rows(idx)[f->where], f->num_fres,
+			 fre_offset(fde, pc));
+	if (!r)
 		return -ENOENT;
-	lo = 0;
-	while (n > 1) {
-		half = n / 2;
-		lo = r[lo + half].start <= off ? lo + half : lo;
-		n -= half;
-	}
-	index_row_to_row(idx, f, &r[lo], row);
+	index_row_to_row(idx, f, r, row);
 	return 0;
 }
 

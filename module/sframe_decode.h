@@ -310,6 +310,37 @@ int sframe_index_find_row(const struct sframe_index *idx, uint64_t pc,
 			  uint32_t *budget);
 
 /*
+ * A row of the common AMD64 shape, pre-reduced for the unwinder's
+ * per-frame fast path: CFA = SP or FP + cfa_off, RA at CFA + ra_off, the
+ * caller's FP at CFA + fp_off or unchanged.  Made by the row cache
+ * (module/row_cache.c) and by sframe_index_find_rule(); the flags above
+ * 0x08 are the row cache's own.
+ */
+#define SFRAME_RULE_FAST	0x01 /* cfa_off, ra_off, fp_off are the row */
+#define SFRAME_RULE_CFA_FP	0x02 /* CFA from FP, not SP */
+#define SFRAME_RULE_FP_SAVED	0x04 /* caller's FP at CFA + fp_off */
+
+struct sframe_rule {
+	int32_t cfa_off;
+	int16_t ra_off;
+	int16_t fp_off;
+	uint8_t flags;	/* SFRAME_RULE_* */
+};
+
+/*
+ * The row for pc from the index alone as a rule (SFRAME_RULE_FAST set),
+ * spending one unit of *budget: what sframe_index_find_row() finds,
+ * without decoding it into a struct sframe_row.  Returns the rule, or no
+ * rule (flags 0) with *budget untouched wherever the full lookup must
+ * decide: no FDE or row covers pc, the FDE's rows are not in the index,
+ * the row is outermost or a signal frame's, or *budget is spent (the full
+ * lookup then reports -SFRAME_EBUDGET).  By value: 12 bytes, returned in
+ * two registers.
+ */
+struct sframe_rule sframe_index_find_rule(const struct sframe_index *idx,
+					  uint64_t pc, uint32_t *budget);
+
+/*
  * The row for pc in fde (which covers pc), reading its FREs; spends one
  * unit of *budget per FRE read, as sframe_find_row_budget() does.
  * Returns as sframe_find_row_budget().

@@ -167,6 +167,8 @@ static void sframe_unwind_set_mm(struct sframe_user_unwind *uw)
 {
 	uw->smm = current->mm ? sframe_mm_find(current->mm) : NULL;
 	uw->rows = uw->smm ? sframe_mm_row_cache(uw->smm) : NULL;
+	/* An entry of another registry, if smm changed. */
+	uw->entry = NULL;
 }
 
 /*
@@ -183,7 +185,8 @@ static bool sframe_find_range(struct sframe_user_unwind *uw, unsigned long pc)
 	    pc < uw->range.text_end)
 		return sframe_range_covers(&uw->range);
 	uw->have_range = uw->smm &&
-			 sframe_registry_lookup(uw->smm, pc, &uw->range);
+			 sframe_registry_lookup(uw->smm, pc, &uw->range,
+						&uw->entry, &uw->entry_gen);
 	if (uw->have_range)
 		return sframe_range_covers(&uw->range);
 	if (!sframe_discovery_enabled())
@@ -196,7 +199,8 @@ static bool sframe_find_range(struct sframe_user_unwind *uw, unsigned long pc)
 		return false;
 	sframe_unwind_set_mm(uw);
 	uw->have_range = uw->smm &&
-			 sframe_registry_lookup(uw->smm, pc, &uw->range);
+			 sframe_registry_lookup(uw->smm, pc, &uw->range,
+						&uw->entry, &uw->entry_gen);
 	return uw->have_range && sframe_range_covers(&uw->range);
 }
 
@@ -505,46 +509,57 @@ fault:
 	return -EFAULT;
 }
 
-/* Result of sframe_step_cached(): not applied, take the general path. */
+/* Results of sframe_step_cached(): not applied, take the general path; */
 #define SFRAME_STEP_SLOW 1
+/* ...the row cache has no rule for the PC. */
+#define SFRAME_STEP_MISS 2
 
 /*
- * One step below the top from the row cache's pre-reduced rule: the
- * steady state of a profiler, every frame of every sample.  The same rule
- * and checks as sframe_step() (reads first, then: the stack pointer moves
- * up, the RA is a user address), in fewer instructions: an inline cache
- * probe copying 12 bytes, and RA and saved FP read in one user-access
- * window.  Returns 0 (stepped), SFRAME_STEP_SLOW (a miss, a row without a
- * fast form, or a return address whose trampoline check is not cached),
- * or a negative errno with uw->stop set.
+ * Apply a fast rule below the top.  The same rule and checks as
+ * sframe_step() (reads first, then: the stack pointer moves up, the RA is
+ * a user address), in fewer instructions: RA and saved FP read in one
+ * user-access window.  0, or a negative errno with uw->stop set.
  */
-static __always_inline int sframe_step_cached(struct sframe_user_unwind *uw)
+static __always_inline int sframe_step_rule(struct sframe_user_unwind *uw,
+					    const struct sframe_rule *rule)
 {
 	unsigned long cfa, ra, fp;
-	struct sframe_rule rule;
 	int err;
 
-	if (!sframe_row_cache_lookup_rule(uw->rows,
-					  sframe_mm_generation(uw->smm),
-					  uw->ip - 1, &rule))
-		return SFRAME_STEP_SLOW;
-	if (!(rule.flags & SFRAME_RULE_FAST) ||
-	    (!(uw->ip & 15) && !(rule.flags & SFRAME_RULE_NOT_SIGRETURN)))
-		return SFRAME_STEP_SLOW;
-
-	cfa = (rule.flags & SFRAME_RULE_CFA_FP) ? uw->bp : uw->sp;
-	cfa += (long)rule.cfa_off;
-	if (rule.flags & SFRAME_RULE_FP_SAVED) {
-		err = sframe_read_two(cfa + (long)rule.ra_off, &ra,
-				      cfa + (long)rule.fp_off, &fp);
+	cfa = (rule->flags & SFRAME_RULE_CFA_FP) ? uw->bp : uw->sp;
+	cfa += (long)rule->cfa_off;
+	if (rule->flags & SFRAME_RULE_FP_SAVED) {
+		err = sframe_read_two(cfa + (long)rule->ra_off, &ra,
+				      cfa + (long)rule->fp_off, &fp);
 	} else {
-		err = sframe_read_ulong(cfa + (long)rule.ra_off, &ra);
+		err = sframe_read_ulong(cfa + (long)rule->ra_off, &ra);
 		fp = uw->bp;
 	}
 	if (err)
 		return sframe_step_error(uw, err);
 	uw->caller_of_topmost = false;
 	return sframe_step_to(uw, cfa, ra, fp);
+}
+
+/*
+ * One step below the top from the row cache's pre-reduced rule: the
+ * steady state of a profiler, every frame of every sample; an inline
+ * cache probe copying 12 bytes.  Returns 0 (stepped), SFRAME_STEP_MISS,
+ * SFRAME_STEP_SLOW (a row without a fast form, or a return address whose
+ * trampoline check is not cached), or a negative errno with uw->stop set.
+ */
+static __always_inline int sframe_step_cached(struct sframe_user_unwind *uw)
+{
+	struct sframe_rule rule;
+
+	if (!sframe_row_cache_lookup_rule(uw->rows,
+					  sframe_mm_generation(uw->smm),
+					  uw->ip - 1, &rule))
+		return SFRAME_STEP_MISS;
+	if (!(rule.flags & SFRAME_RULE_FAST) ||
+	    (!(uw->ip & 15) && !(rule.flags & SFRAME_RULE_NOT_SIGRETURN)))
+		return SFRAME_STEP_SLOW;
+	return sframe_step_rule(uw, &rule);
 }
 
 /* A step by any rule: the first frame, a cache miss, a signal frame... */
@@ -590,11 +605,50 @@ static noinline bool sframe_unwind_next_slow(struct sframe_user_unwind *uw)
 	return ok;
 }
 
-/* The fast path, then the general one where it does not apply. */
+/*
+ * A step below the top that missed the row cache, in the section the walk
+ * used last: its rule straight from the section's index (one budget
+ * unit), through the entry remembered from the lookup of the section
+ * rather than a lookup in the registry's tree, and applied as a cached
+ * rule is; the row cache gets it.  Any other case takes the general path,
+ * which spends the budget itself: a PC in another section, a section
+ * without index, a changed registry, a row without a fast form, the
+ * rt_sigreturn trampoline at a 16-byte-aligned return address (checked
+ * here as sframe_unwind_next_slow() does, so the rule is cached as not
+ * the trampoline).  Out of line from the cached path, which stays free
+ * of this one's frame.
+ */
+static noinline bool sframe_unwind_next_indexed(struct sframe_user_unwind *uw)
+{
+	unsigned long pc = uw->ip - 1;
+	struct sframe_rule rule;
+
+	if (!uw->have_range || !uw->entry || pc < uw->range.text_start ||
+	    pc >= uw->range.text_end ||
+	    (!(uw->ip & 15) && sframe_is_sigreturn(uw->ip)))
+		return sframe_unwind_next_slow(uw);
+	rule = sframe_registry_find_rule(uw->smm, uw->entry, uw->entry_gen, pc,
+					 &uw->budget);
+	if (!(rule.flags & SFRAME_RULE_FAST))
+		return sframe_unwind_next_slow(uw);
+	/*
+	 * Found under entry_gen, the generation it is still valid for.  The
+	 * flag is tested here, not only in the store, to spare a call per
+	 * frame with the cache off.
+	 */
+	if (READ_ONCE(sframe_row_cache_enabled))
+		sframe_row_cache_store_rule(uw->rows, (u32)uw->entry_gen, pc,
+					    rule);
+	return sframe_step_rule(uw, &rule) == 0;
+}
+
+/* The fast paths, then the general one where they do not apply. */
 static noinline bool sframe_unwind_next_cached(struct sframe_user_unwind *uw)
 {
 	int ret = sframe_step_cached(uw);
 
+	if (ret == SFRAME_STEP_MISS)
+		return sframe_unwind_next_indexed(uw);
 	if (ret != SFRAME_STEP_SLOW)
 		return ret == 0;
 	return sframe_unwind_next_slow(uw);

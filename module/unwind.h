@@ -43,6 +43,12 @@ struct sframe_user_unwind {
 	bool retry_in_task;         /* stopped: discovery needs the task */
 	struct sframe_range range;  /* the section used last, if have_range */
 	bool have_range;
+	/*
+	 * range's entry in the registry uw->smm, and the generation it was
+	 * found under (sframe_registry_find_rule()), or NULL.
+	 */
+	struct sframe_entry *entry;
+	u64 entry_gen;
 	u32 budget;                 /* decoding units left (see above) */
 	/*
 	 * The stack mapping of the current frame, [stack_lo, stack_hi), once

@@ -55,6 +55,33 @@ void expect_same(const Decoder &d, const Index &idx, uint64_t pc)
 		ASSERT_TRUE(row_eq(got, want)) << std::hex << "pc 0x" << pc;
 	}
 
+	// A rule from the index is the search's row, reduced; a row of
+	// another shape gives none, and only a rule spends (one unit).
+	uint32_t budget = 5;
+	sframe_rule rule = sframe_index_find_rule(idx.get(), pc, &budget);
+	if (rule.flags) {
+		ASSERT_EQ(want_ret, 0) << std::hex << "pc 0x" << pc;
+		EXPECT_EQ(budget, 4u);
+		EXPECT_FALSE(want.outermost || want.signal_frame ||
+			     want.cfa_deref);
+		EXPECT_EQ(rule.flags & SFRAME_RULE_FAST, SFRAME_RULE_FAST);
+		EXPECT_EQ(want.cfa_reg, (rule.flags & SFRAME_RULE_CFA_FP) ?
+						SFRAME_REG_RBP : SFRAME_REG_RSP);
+		EXPECT_EQ(want.cfa_offset, rule.cfa_off);
+		EXPECT_EQ(want.ra.kind, SFRAME_LOC_CFA_OFFSET);
+		EXPECT_EQ(want.ra.offset, rule.ra_off);
+		if (rule.flags & SFRAME_RULE_FP_SAVED) {
+			EXPECT_EQ(want.fp.kind, SFRAME_LOC_CFA_OFFSET);
+			EXPECT_EQ(want.fp.offset, rule.fp_off);
+		} else {
+			EXPECT_EQ(want.fp.kind, SFRAME_LOC_SAME);
+		}
+	} else {
+		EXPECT_EQ(budget, 5u);
+	}
+	budget = 0;
+	EXPECT_EQ(sframe_index_find_rule(idx.get(), pc, &budget).flags, 0);
+
 	// The FDE the index gives when it sends the caller to the FREs is
 	// the one the search finds; a row from the index alone reads nothing.
 	sframe_fde a, b;
