@@ -100,6 +100,21 @@ TEST(ChainTest, WithoutFdeIndexesTheChainIsTheSame) {
   ExpectExeChainBySframe(r);
 }
 
+// With the row cache off (row_cache=0) no frame is a cache hit: each one
+// below the top takes its rule from the section's FDE index through the
+// entry the walk remembered (unwind.c, sframe_unwind_next_indexed()):
+// the same chain, step for step.
+TEST(ChainTest, WithoutTheRowCacheTheChainIsTheSame) {
+  if (geteuid() != 0) GTEST_SKIP() << "sets the module parameter row_cache (root only)";
+  ChildResult r;
+  {
+    vmtest::ScopedModuleParam cache("row_cache", "0");
+    ASSERT_TRUE(cache.ok());
+    r = RunChild("exe_chain");
+  }
+  ExpectExeChainBySframe(r);
+}
+
 TEST(ChainTest, ExecutableAllMethodsStartsTheSame) {
   ChildResult r = RunChild("exe_chain");
   ASSERT_EQ(r.exit_status, 0) << r.output;
