@@ -79,6 +79,18 @@ void ExpectExeChainBySframe(ChildResult& r) {
   EXPECT_EQ(c.nr_fp, 0u);
 }
 
+// exe_chain run with the module parameter name at value (root only),
+// checked as with the defaults.
+void ExpectExeChainWithParam(const char* name, const char* value) {
+  ChildResult r;
+  {
+    vmtest::ScopedModuleParam param(name, value);
+    ASSERT_TRUE(param.ok()) << name << "=" << value;
+    r = RunChild("exe_chain");
+  }
+  ExpectExeChainBySframe(r);
+}
+
 }  // namespace
 
 TEST(ChainTest, ExecutableSframeOnly) {
@@ -91,13 +103,7 @@ TEST(ChainTest, ExecutableSframeOnly) {
 // memory: the same chain, step for step.
 TEST(ChainTest, WithoutFdeIndexesTheChainIsTheSame) {
   if (geteuid() != 0) GTEST_SKIP() << "sets the module parameter index_max_user_kb (root only)";
-  ChildResult r;
-  {
-    vmtest::ScopedModuleParam bound("index_max_user_kb", "0");
-    ASSERT_TRUE(bound.ok());
-    r = RunChild("exe_chain");
-  }
-  ExpectExeChainBySframe(r);
+  ExpectExeChainWithParam("index_max_user_kb", "0");
 }
 
 // With the row cache off (row_cache=0) no frame is a cache hit: each one
@@ -106,13 +112,7 @@ TEST(ChainTest, WithoutFdeIndexesTheChainIsTheSame) {
 // the same chain, step for step.
 TEST(ChainTest, WithoutTheRowCacheTheChainIsTheSame) {
   if (geteuid() != 0) GTEST_SKIP() << "sets the module parameter row_cache (root only)";
-  ChildResult r;
-  {
-    vmtest::ScopedModuleParam cache("row_cache", "0");
-    ASSERT_TRUE(cache.ok());
-    r = RunChild("exe_chain");
-  }
-  ExpectExeChainBySframe(r);
+  ExpectExeChainWithParam("row_cache", "0");
 }
 
 TEST(ChainTest, ExecutableAllMethodsStartsTheSame) {
