@@ -1178,15 +1178,26 @@ int sframe_find_row(const struct sframe_section *sec, uint64_t pc,
 	return sframe_find_row_budget(sec, pc, row, NULL);
 }
 
-/* pc's offset in fde, which covers it: where to look among its FREs. */
-static inline uint32_t fre_offset(const struct sframe_fde *fde, uint64_t pc)
+/*
+ * pc's offset in the function at func_start, which covers it: where to
+ * look among its FREs (for SFRAME_PC_MASK, the offset in its repeated
+ * block of rep_size bytes).
+ */
+static inline uint32_t fre_offset_in(uint64_t func_start, uint8_t pc_type,
+				     uint32_t rep_size, uint64_t pc)
 {
 	/* pc - func_start < func_size, a u32 */
-	uint32_t off = (uint32_t)(pc - fde->func_start);
+	uint32_t off = (uint32_t)(pc - func_start);
 
-	if (fde->pc_type == SFRAME_PC_MASK)
-		off %= fde->rep_size ? fde->rep_size : SFRAME_V1_PCMASK_BLOCK;
+	if (pc_type == SFRAME_PC_MASK)
+		off %= rep_size ? rep_size : SFRAME_V1_PCMASK_BLOCK;
 	return off;
+}
+
+/* pc's offset in fde, which covers it. */
+static inline uint32_t fre_offset(const struct sframe_fde *fde, uint64_t pc)
+{
+	return fre_offset_in(fde->func_start, fde->pc_type, fde->rep_size, pc);
 }
 
 /*
@@ -1364,10 +1375,9 @@ struct sframe_rule sframe_index_find_rule(const struct sframe_index *idx,
 	/* Signal frames and FREs read from the section: the full lookup. */
 	if (!f || (f->type & (1u << 4)) || !(f->type & INDEX_F_ROWS))
 		return rule;
-	/* fre_offset() of the FDE, from the entry (pc - base - start). */
-	off = (uint32_t)(pc - idx->base) - f->start;
-	if ((f->type >> 2) & 1)	/* SFRAME_PC_MASK */
-		off %= f->rep_size ? f->rep_size : SFRAME_V1_PCMASK_BLOCK;
+	/* The FDE's fre_offset(), from the entry alone. */
+	off = fre_offset_in(idx->base + f->start, (f->type >> 2) & 1,
+			    f->rep_size, pc);
 	r = index_row_at(&index_rows(idx)[f->where], f->num_fres, off);
 	if (!r || (r->flags & INDEX_ROW_OUTERMOST))
 		return rule;
