@@ -171,6 +171,14 @@ static void sframe_unwind_set_mm(struct sframe_user_unwind *uw)
 	uw->entry = NULL;
 }
 
+/* pc lies in the text of the section the walk used last. */
+static bool sframe_in_range(const struct sframe_user_unwind *uw,
+			    unsigned long pc)
+{
+	return uw->have_range && pc >= uw->range.text_start &&
+	       pc < uw->range.text_end;
+}
+
 /*
  * Find the section covering pc into uw->range.  Where none is registered,
  * discovery (discovery.c) may find the .sframe of the mapped file, but it
@@ -181,8 +189,7 @@ static void sframe_unwind_set_mm(struct sframe_user_unwind *uw)
  */
 static bool sframe_find_range(struct sframe_user_unwind *uw, unsigned long pc)
 {
-	if (uw->have_range && pc >= uw->range.text_start &&
-	    pc < uw->range.text_end)
+	if (sframe_in_range(uw, pc))
 		return sframe_range_covers(&uw->range);
 	uw->have_range = uw->smm &&
 			 sframe_registry_lookup(uw->smm, pc, &uw->range,
@@ -623,8 +630,7 @@ static noinline bool sframe_unwind_next_indexed(struct sframe_user_unwind *uw)
 	unsigned long pc = uw->ip - 1;
 	struct sframe_rule rule;
 
-	if (!uw->have_range || !uw->entry || pc < uw->range.text_start ||
-	    pc >= uw->range.text_end ||
+	if (!sframe_in_range(uw, pc) || !uw->entry ||
 	    (!(uw->ip & 15) && sframe_is_sigreturn(uw->ip)))
 		return sframe_unwind_next_slow(uw);
 	rule = sframe_registry_find_rule(uw->smm, uw->entry, uw->entry_gen, pc,
