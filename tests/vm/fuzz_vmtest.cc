@@ -404,15 +404,19 @@ struct Thread {
                           "; request:",
                           what, kOpNames[op], cmd, arg, ret, err, strerrorname_np(err) ?: "?",
                           w->worker, id, calls, seed);
-    for (size_t i = 0; i < req.size() && i < 200 && n > 0 && static_cast<size_t>(n) < cap - 64; i++) {
-      n += std::snprintf(out + n, cap - static_cast<size_t>(n), " %02x", req[i]);
-    }
-    if (!reply.empty() && n > 0 && static_cast<size_t>(n) < cap - 64) {
+    // Up to 200 bytes of b in hex, leaving room for what follows.
+    auto hex = [&](const std::vector<uint8_t>& b, size_t room) {
+      for (size_t i = 0; i < b.size() && i < 200 && n > 0 && static_cast<size_t>(n) < cap - room;
+           i++) {
+        n += std::snprintf(out + n, cap - static_cast<size_t>(n), " %02x", b[i]);
+      }
+    };
+    hex(req, 64);
+    if (reply.empty()) return;
+    if (n > 0 && static_cast<size_t>(n) < cap - 64) {
       n += std::snprintf(out + n, cap - static_cast<size_t>(n), "; reply:");
     }
-    for (size_t i = 0; i < reply.size() && i < 200 && n > 0 && static_cast<size_t>(n) < cap - 8; i++) {
-      n += std::snprintf(out + n, cap - static_cast<size_t>(n), " %02x", reply[i]);
-    }
+    hex(reply, 8);
   }
 
   // The bytes at a in user memory now, and again a millisecond later (both,
@@ -714,12 +718,11 @@ struct Thread {
         char what[256];
         std::snprintf(what, sizeof(what),
                       "impossible UNWIND_SELF result (nr_frames %u of %u, stop %u, sframe %u, "
-                      "fp %u, frames[0] 0x%" PRIx64 ", RawIoctl at 0x%" PRIx64
-                      "; the request as sent follows, then as it came back)",
+                      "fp %u, frames[0] 0x%" PRIx64 ", RawIoctl at 0x%" PRIx64 ")",
                       out.nr_frames, out.max_frames, out.stop_reason, out.nr_sframe, out.nr_fp,
                       pc0, fn);
-        req.insert(req.end(), reinterpret_cast<uint8_t*>(arg), reinterpret_cast<uint8_t*>(arg) + 56);
-        Fail(what, kUnwindSelf, SFRAME_IOC_UNWIND_SELF, arg, 0, 0);
+        Fail(what, kUnwindSelf, SFRAME_IOC_UNWIND_SELF, arg, 0, 0,
+             Reply(arg, SFRAME_UNWIND_SELF_SIZE_VER0));
       }
       sh->walked.fetch_add(out.nr_sframe, std::memory_order_relaxed);
     }
