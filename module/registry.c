@@ -54,8 +54,9 @@ struct sframe_entry {
 	struct sframe_blob *blob; /* SFRAME_SOURCE_SUPPLIED: the section */
 	struct sframe_fde_index *index; /* or NULL: lookups search */
 	/*
-	 * index's table, set once before the entry is inserted: the per-frame
-	 * path (sframe_registry_find_rule()) reads it without a call.
+	 * index's table, set once before the entry is inserted: lookups
+	 * (sframe_registry_find_rule(), sframe_registry_find_row()) read it
+	 * without a call into fde_index.c.
 	 */
 	const struct sframe_index *table;
 	/*
@@ -1014,15 +1015,13 @@ int sframe_registry_find_row(struct sframe_mm *smm,
 	if (entry && entry->blob) {
 		/* The kernel's copy stays while we are in here. */
 		src.kbase = entry->blob->data;
-		ret = sframe_find_row_indexed(&sec,
-			entry->index ? sframe_fde_index_table(entry->index) :
-				       NULL, pc, row, budget);
+		ret = sframe_find_row_indexed(&sec, entry->table, pc, row,
+					      budget);
 		rcu_read_unlock();
 		return ret;
 	}
-	if (entry && entry->index)
-		ret = sframe_index_find_row(sframe_fde_index_table(entry->index),
-					    pc, &fde, row, budget);
+	if (entry && entry->table)
+		ret = sframe_index_find_row(entry->table, pc, &fde, row, budget);
 	else if (range->source != SFRAME_SOURCE_SUPPLIED)
 		ret = -EAGAIN; /* no index: search the section */
 	rcu_read_unlock();
