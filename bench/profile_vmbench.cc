@@ -32,6 +32,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -154,7 +155,7 @@ Result RunOurs(const std::string& workload, uint64_t rounds, Mode mode, uint64_t
   }
   if (mode == Mode::kSession) {
     // Like perf record: wake the reader when a quarter of the buffer is
-    // full, not at every record (it polls every 20 ms anyway).
+    // full, not at every record.
     sframe::SessionOptions so;
     so.wakeup_bytes = SFRAME_SESSION_DEFAULT_BUFFER / 4;
     s.emplace(sframe::Session::start(sframe::Target::kProcess, c.pid, so));
@@ -166,35 +167,46 @@ Result RunOurs(const std::string& workload, uint64_t rounds, Mode mode, uint64_t
   std::vector<char> buf(1u << 20);
   uint64_t bytes = 0;
   auto copy_out = [&] {
-    pollfd p{s->fd(), POLLIN, 0};
-    if (poll(&p, 1, 20) <= 0) return;
-    const ssize_t n = read(s->fd(), buf.data(), buf.size());
-    if (n < 0 && errno != EAGAIN && errno != EINTR) throw sframe::Error(errno, "read", "session");
-    if (n <= 0) return;
-    if (write(out.get(), buf.data(), static_cast<size_t>(n)) != n) {
-      throw sframe::Error(errno, "write", data);
+    for (;;) {
+      const ssize_t n = read(s->fd(), buf.data(), buf.size());
+      if (n < 0 && errno != EAGAIN && errno != EINTR) throw sframe::Error(errno, "read", "session");
+      if (n <= 0) return;
+      if (write(out.get(), buf.data(), static_cast<size_t>(n)) != n) {
+        throw sframe::Error(errno, "write", data);
+      }
+      bytes += static_cast<uint64_t>(n);
     }
-    bytes += static_cast<uint64_t>(n);
   };
   if (s) {
     out.reset(open(data.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
     if (!out) throw sframe::Error(errno, "open", data);
   }
+  // Every reader sleeps in poll() until a ring reaches its watermark or the
+  // workload exits, as perf record does (it polls without a timeout; the
+  // child's exit ends the poll): a timer tick of the reader would cost the
+  // workload's CPU a wakeup at every tick, more at 1 kHz than the samples.
+  // The workload's exit is seen through a pidfd.
+  sframe::UniqueFd exited(static_cast<int>(syscall(SYS_pidfd_open, c.pid, 0)));
+  if (!exited) throw sframe::Error(errno, "pidfd_open", "workload");
+  std::vector<pollfd> fds;
+  fds.push_back({exited.get(), POLLIN, 0});
+  if (s) fds.push_back({s->fd(), POLLIN, 0});
+  for (size_t i = 0; ev && i < ev->size(); i++) fds.push_back({ev->fd(i), POLLIN, 0});
   if (ev) ev->enable();
   char go = 'g';
   if (write(c.in.get(), &go, 1) != 1) throw sframe::Error(errno, "write", "workload stdin");
   int st = -1;
   for (;;) {
-    if (s) {
-      copy_out();
-    } else {
-      Pump(&c, 20);
+    if (poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) {
+      throw sframe::Error(errno, "poll", "workload");
     }
+    if (s) copy_out();
     if (ev) ev->drain();
-    if (waitpid(c.pid, &st, WNOHANG) == c.pid) break;
+    if (fds[0].revents & POLLIN) break;
   }
+  if (waitpid(c.pid, &st, 0) != c.pid) throw sframe::Error(errno, "waitpid", "workload");
   if (s) {
-    for (int i = 0; i < 5; i++) copy_out();
+    copy_out();
     sframe::SessionStats stats = s->stats();
     r.samples = stats.records;
     r.unwinds = stats.unwinds;
