@@ -369,6 +369,15 @@ struct Thread {
   uint8_t* scratch = nullptr;
   uint64_t scratch_addr = 0;
   static constexpr size_t kScratch = 64 * 1024;
+  // Memory no request points the kernel at, checked after every request:
+  // pages of their own next to the output buffers (mapped right after
+  // them), and a stretch of the arena's first page that no struct or tail
+  // reaches (structs start at most 64 bytes in, and are followed by at
+  // most 256 bytes of tail).  A kernel write anywhere but where it was
+  // asked to write, or a mix-up of pages, shows here.
+  uint8_t* sentinel = nullptr;
+  static constexpr size_t kSentinelPages = 8;
+  static constexpr size_t kCanaryOff = 0x800, kCanaryLen = 64;
   int sess = -1;  // a file of its own for sessions
   std::vector<uint64_t> registered;
   std::vector<uint8_t> req;  // the last request's bytes, for failure reports
@@ -390,6 +399,54 @@ struct Thread {
     scratch = m.bytes();
     scratch_addr = m.address();
     m.release();
+    sentinel = static_cast<uint8_t*>(
+        MapOrDie(nullptr, kSentinelPages * page, PROT_READ | PROT_WRITE, 0));
+    for (size_t o = 0; o < kSentinelPages * page; o += 8) SetWord(sentinel, o, 1);
+    for (size_t o = kCanaryOff; o < kCanaryOff + kCanaryLen; o += 8) SetWord(arena, o, 0);
+  }
+
+  // The word at offset o of a region (tag: 0 the arena, 1 the sentinel
+  // pages): this worker, thread, region and offset.
+  uint64_t Pattern(uint64_t tag, size_t o) const {
+    return 0x5e17000000000000ull ^ (uint64_t(w->worker) << 44) ^ (uint64_t(id) << 40) ^
+           (tag << 32) ^ o;
+  }
+  void SetWord(uint8_t* base, size_t o, uint64_t tag) {
+    const uint64_t v = Pattern(tag, o);
+    std::memcpy(base + o, &v, 8);
+  }
+
+  // After each request: the arena's canary whole, and two words of each
+  // sentinel page.  A change is reported once (with the first bytes of the
+  // page or canary, read twice), then the pattern is written again.
+  void CheckUntouched(int op, unsigned long cmd) {
+    const size_t page = Page();
+    auto check = [&](const char* name, uint8_t* base, size_t o, uint64_t tag, size_t from,
+                     size_t len, size_t reset_len) {
+      uint64_t v;
+      std::memcpy(&v, base + o, 8);
+      if (v == Pattern(tag, o)) return true;
+      char what[256];
+      std::snprintf(what, sizeof(what),
+                    "memory no request pointed the kernel at changed: %s at 0x%" PRIx64
+                    " holds 0x%016" PRIx64 " (wrote 0x%016" PRIx64 "), seen after this "
+                    "thread's %s; the %zu bytes at 0x%" PRIx64,
+                    name, reinterpret_cast<uint64_t>(base + o), v, Pattern(tag, o),
+                    kOpNames[op], len, reinterpret_cast<uint64_t>(base + from));
+      // (The request shown is this thread's last one.)
+      Fail(what, op, cmd, reinterpret_cast<uint64_t>(base + o), 0, 0,
+           Reply(reinterpret_cast<uint64_t>(base + from), len));
+      for (size_t q = from; q < from + reset_len; q += 8) SetWord(base, q, tag);
+      return false;
+    };
+    for (size_t o = kCanaryOff; o < kCanaryOff + kCanaryLen; o += 8) {
+      if (!check("the arena's canary", arena, o, 0, kCanaryOff, kCanaryLen, kCanaryLen)) break;
+    }
+    for (size_t p = 0; p < kSentinelPages; p++) {
+      for (size_t o : {p * page + 0x40, p * page + 0x800}) {
+        if (!check("a sentinel page", sentinel, o, 1, p * page, 0x60, page)) break;
+      }
+    }
   }
 
   void Fail(const char* what, int op, unsigned long cmd, uint64_t arg, long ret, int err,
@@ -581,6 +638,11 @@ struct Thread {
   // Runs ioctl(fd, cmd, p) and checks the errno against the uapi.  Returns
   // the ioctl's result (0 or -1).
   long Call(int op, int fd, unsigned long cmd, uint64_t arg, size_t reqlen) {
+    const long ret = CallUnchecked(op, fd, cmd, arg, reqlen);
+    CheckUntouched(op, cmd);
+    return ret;
+  }
+  long CallUnchecked(int op, int fd, unsigned long cmd, uint64_t arg, size_t reqlen) {
     req.assign(reqlen, 0);
     uint8_t* p = reinterpret_cast<uint8_t*>(arg);
     const bool ours = arg >= reinterpret_cast<uint64_t>(arena) &&
@@ -614,9 +676,11 @@ struct Thread {
   }
 
   // Writes the struct t (n bytes) and a size-dependent tail: returns the
-  // address passed to the kernel.
+  // address passed to the kernel.  out_ptr: the offset in T of a pointer
+  // the kernel writes through (UNWIND_SELF's frames, LIST_SECTIONS'
+  // entries), if any.
   template <class T>
-  uint64_t Put(T* t, uint32_t ver0) {
+  uint64_t Put(T* t, uint32_t ver0, size_t out_ptr = SIZE_MAX) {
     t->size = Size(ver0, sizeof(T));
     uint64_t bad;
     uint8_t* at = Place(sizeof(T), &bad);
@@ -634,7 +698,27 @@ struct Thread {
     // A nonzero byte in the tail a newer caller's struct would have (E2BIG).
     if (wild && tail && rng.OneIn(4)) at[sizeof(T) + rng.Below(tail)] = 1;
     // Byte flips in the struct itself.
-    if (wild && rng.OneIn(4)) at[rng.Below(sizeof(T))] ^= static_cast<uint8_t>(1u << rng.Below(8));
+    if (wild && rng.OneIn(4)) {
+      size_t byte = rng.Below(sizeof(T));
+      unsigned bit = static_cast<unsigned>(rng.Below(8));
+      // In a pointer the kernel writes through, only bits that keep it in
+      // its page (0-11) or make it no user address (47-63): bits 12-46
+      // move it by 4 KiB to 64 TiB, onto any other mapping of this
+      // process (the other thread's arena, a thread's stack, the heap,
+      // the shared counters), and the kernel rightly writes there.  That
+      // corrupted the test itself: a LIST_SECTIONS whose entries pointer
+      // had bit 14 flipped wrote two entries over the other thread's
+      // arena between its GET_STATS and the check of that result.
+      if (byte >= out_ptr && byte < out_ptr + 8) {
+        const unsigned b = static_cast<unsigned>(8 * (byte - out_ptr)) + bit;
+        if (b >= 12 && b < 47) {
+          const unsigned nb = 47 + b % 17;  // 47..63
+          byte = out_ptr + nb / 8;
+          bit = nb % 8;
+        }
+      }
+      at[byte] ^= static_cast<uint8_t>(1u << bit);
+    }
     return reinterpret_cast<uint64_t>(at);
   }
 
@@ -701,7 +785,7 @@ struct Thread {
     u.stop_reason = static_cast<uint32_t>(rng.Next());
     u.reserved0 = static_cast<uint32_t>(Reserved());
     u.reserved[0] = Reserved();
-    const uint64_t arg = Put(&u, SFRAME_UNWIND_SELF_SIZE_VER0);
+    const uint64_t arg = Put(&u, SFRAME_UNWIND_SELF_SIZE_VER0, offsetof(sframe_unwind_self, frames));
     if (Call(kUnwindSelf, Fd(), Cmd(kUnwindSelf), arg, sizeof(u)) == 0 &&
         InArena(arg, SFRAME_UNWIND_SELF_SIZE_VER0)) {
       sframe_unwind_self out;
@@ -779,7 +863,8 @@ struct Thread {
     l.nr_entries = static_cast<uint32_t>(rng.Next());
     l.reserved0 = static_cast<uint32_t>(Reserved());
     l.reserved[0] = Reserved();
-    const uint64_t arg = Put(&l, SFRAME_LIST_SECTIONS_SIZE_VER0);
+    const uint64_t arg =
+        Put(&l, SFRAME_LIST_SECTIONS_SIZE_VER0, offsetof(sframe_list_sections, entries));
     if (Call(kList, Fd(), Cmd(kList), arg, sizeof(l)) == 0 &&
         InArena(arg, SFRAME_LIST_SECTIONS_SIZE_VER0)) {
       sframe_list_sections out;
@@ -884,6 +969,17 @@ struct Thread {
       return;
     }
     if (static_cast<size_t>(n) > len) Fail("read: more than asked", kRead, 0, buf, n, 0);
+    // Records read into the arena may cover its canary: written again once
+    // they are checked.
+    struct CanaryBack {
+      Thread* t;
+      bool covered;
+      ~CanaryBack() {
+        if (!covered) return;
+        for (size_t o = kCanaryOff; o < kCanaryOff + kCanaryLen; o += 8) t->SetWord(t->arena, o, 0);
+      }
+    } canary_back{this, n > 0 && buf < reinterpret_cast<uint64_t>(arena) + kCanaryOff + kCanaryLen &&
+                            buf + static_cast<uint64_t>(n) > reinterpret_cast<uint64_t>(arena) + kCanaryOff};
     if (!InArena(buf, static_cast<size_t>(n))) return;
     // Whole records, each a header whose size is a multiple of 8.
     size_t off = 0;
