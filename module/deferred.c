@@ -208,6 +208,15 @@ static DECLARE_DELAYED_WORK(sframe_flush_work, sframe_flush_fn);
 struct sframe_now_buf {
 	u64 frames[SFRAME_UNWIND_F_ALL][SFRAME_NOW_MAX_FRAMES];
 	struct sframe_sample sample;
+	/*
+	 * The walk's state (some 400 bytes) is here rather than on the
+	 * stack: the kernel is built to zero every local (Debian's
+	 * INIT_STACK_ALL_ZERO), a `rep stos` that qemu counts a word at a
+	 * time, and sframe_unwind_start() sets what a walk reads.  The
+	 * same for the stacks handed to the consumer.
+	 */
+	struct sframe_user_unwind uw;
+	struct sframe_user_stacks stacks;
 };
 static struct sframe_now_buf __percpu *sframe_now_bufs;
 
@@ -400,27 +409,30 @@ static u32 sframe_request_drop(struct sframe_request *req, u32 flags)
  * spend its whole budget, some 150 ms under emulation.
  */
 #define SFRAME_RESCHED_FRAMES 64
-static u32 sframe_unwind_into(struct sframe_user_stacks *stacks, u32 flags,
+static u32 sframe_unwind_into(struct sframe_user_unwind *uw,
+			      struct sframe_user_stacks *stacks, u32 flags,
 			      u64 *frames, u32 max, bool may_sleep)
 {
-	struct sframe_user_unwind uw;
 	u32 n = 0;
 
 	/* The registers the task will return to user space with. */
-	sframe_unwind_start(&uw, task_pt_regs(current), flags);
-	frames[n++] = uw.ip;
-	while (n < max && sframe_unwind_next(&uw)) {
-		frames[n++] = uw.ip;
-		if (may_sleep && !(n % SFRAME_RESCHED_FRAMES))
-			cond_resched();
+	sframe_unwind_start(uw, task_pt_regs(current), flags);
+	frames[n++] = uw->ip;
+	for (;;) {
+		u32 end = may_sleep ? min(max, n + SFRAME_RESCHED_FRAMES) : max;
+
+		n = sframe_unwind_fill(uw, frames, n, end);
+		if (n < end || n == max)
+			break;
+		cond_resched();
 	}
-	if (!uw.stop)
-		uw.stop = SFRAME_STOP_LIMIT;
-	sframe_unwind_account(&uw);
+	if (!uw->stop)
+		uw->stop = SFRAME_STOP_LIMIT;
+	sframe_unwind_account(uw);
 	stacks->frames[flags] = frames;
 	stacks->nr[flags] = n;
-	stacks->stop[flags] = uw.stop;
-	return uw.stop;
+	stacks->stop[flags] = uw->stop;
+	return uw->stop;
 }
 
 /* task_work: the task is about to return to user space (or exits). */
@@ -429,6 +441,7 @@ static void sframe_unwind_work(struct callback_head *cb)
 	struct sframe_request *req =
 		container_of(cb, struct sframe_request, twork);
 	struct sframe_user_stacks stacks = {};
+	struct sframe_user_unwind uw;
 	struct sframe_sample *smp, *next;
 	struct llist_node *list;
 	u32 max_frames, methods, flags;
@@ -449,8 +462,8 @@ static void sframe_unwind_work(struct callback_head *cb)
 			continue;
 		frames = kvmalloc_array(max_frames, sizeof(u64), GFP_KERNEL);
 		if (frames)
-			sframe_unwind_into(&stacks, flags, frames, max_frames,
-					   true);
+			sframe_unwind_into(&uw, &stacks, flags, frames,
+					   max_frames, true);
 		cond_resched();
 	}
 	list = llist_del_all(&req->samples);
@@ -628,7 +641,7 @@ static void sframe_note_irq_walk(u64 ns)
 static bool sframe_unwind_now(struct sframe_sample *smp)
 {
 	struct sframe_now_buf *buf = this_cpu_ptr(sframe_now_bufs);
-	struct sframe_user_stacks stacks = {};
+	struct sframe_user_stacks *stacks = &buf->stacks;
 	u32 max_frames, methods, flags;
 	u64 t0 = smp->time; /* taken a few instructions ago: no second clock read */
 	bool ok = true;
@@ -636,10 +649,13 @@ static bool sframe_unwind_now(struct sframe_sample *smp)
 	sframe_ops->unwind_params(&max_frames, &methods);
 	if (!max_frames || max_frames > SFRAME_NOW_MAX_FRAMES)
 		return false;
+	/* A method's counts are read only where its frames are set. */
+	for (flags = 0; flags <= SFRAME_UNWIND_F_ALL; flags++)
+		stacks->frames[flags] = NULL;
 	pagefault_disable();
 	for (flags = 1; flags <= SFRAME_UNWIND_F_ALL && ok; flags++) {
 		if (methods & BIT(flags)) {
-			u32 stop = sframe_unwind_into(&stacks, flags,
+			u32 stop = sframe_unwind_into(&buf->uw, stacks, flags,
 						      buf->frames[flags - 1],
 						      max_frames, false);
 
@@ -654,7 +670,7 @@ static bool sframe_unwind_now(struct sframe_sample *smp)
 		return false;
 	smp->cookie = sframe_new_cookie();
 	/* Delivered now: current holds its pids, and no pool had it. */
-	sframe_ops->deliver(smp, smp->flags, &stacks);
+	sframe_ops->deliver(smp, smp->flags, stacks);
 	return true;
 }
 

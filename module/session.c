@@ -184,6 +184,19 @@ static void sframe_ring_put(struct sframe_session *s, u64 pos,
 		ring[(at + i) & mask] = src[i];
 }
 
+/*
+ * Copy n words to dst, which does not wrap: the record's common case
+ * (sframe_session_write()), a load and a store a word.
+ */
+static __always_inline void sframe_copy_words(u64 *dst, const u64 *src,
+					      u32 n)
+{
+	u32 i;
+
+	for (i = 0; i < n; i++)
+		dst[i] = src[i];
+}
+
 static_assert(sizeof(struct sframe_sample_record) % sizeof(u64) == 0);
 static_assert(sizeof(struct sframe_lost_record) % sizeof(u64) == 0);
 
@@ -247,20 +260,42 @@ static void sframe_session_write(struct sframe_session *s,
 	len = sizeof(rec) + (nr_kernel + nr_user) * sizeof(u64);
 	rec.header.size = len;
 
-	/* pid and tid as the reader's namespace sees them (0: invisible). */
-	rec.pid = pid_nr_ns(smp->tgid, s->pid_ns);
-	rec.tid = pid_nr_ns(smp->pid, s->pid_ns);
+	/*
+	 * pid and tid as the reader's namespace sees them (0: invisible).
+	 * In the initial namespace, the usual case, that is the pid's first
+	 * number (what pid_nr_ns() returns there), without two calls.
+	 */
+	if (s->pid_ns == &init_pid_ns) {
+		rec.pid = pid_nr(smp->tgid);
+		rec.tid = pid_nr(smp->pid);
+	} else {
+		rec.pid = pid_nr_ns(smp->tgid, s->pid_ns);
+		rec.tid = pid_nr_ns(smp->pid, s->pid_ns);
+	}
 
 	raw_spin_lock_irqsave(&s->lock, irqflags);
 	if (sframe_ring_flush_lost(s, len) && sframe_ring_fits(s, len)) {
 		u64 pos = s->head;
+		u32 mask = sframe_ring_word_mask(s);
+		u32 at = (pos / sizeof(u64)) & mask;
 
-		sframe_ring_put(s, pos, (const u64 *)&rec,
-				sizeof(rec) / sizeof(u64));
-		pos += sizeof(rec);
-		sframe_ring_put(s, pos, smp->kernel, nr_kernel);
-		pos += nr_kernel * sizeof(u64);
-		sframe_ring_put(s, pos, user, nr_user);
+		if (at + len / sizeof(u64) <= mask + 1) {
+			/* Nearly always: the record does not wrap. */
+			u64 *dst = (u64 *)s->ring + at;
+
+			sframe_copy_words(dst, (const u64 *)&rec,
+					  sizeof(rec) / sizeof(u64));
+			dst += sizeof(rec) / sizeof(u64);
+			sframe_copy_words(dst, smp->kernel, nr_kernel);
+			sframe_copy_words(dst + nr_kernel, user, nr_user);
+		} else {
+			sframe_ring_put(s, pos, (const u64 *)&rec,
+					sizeof(rec) / sizeof(u64));
+			pos += sizeof(rec);
+			sframe_ring_put(s, pos, smp->kernel, nr_kernel);
+			pos += nr_kernel * sizeof(u64);
+			sframe_ring_put(s, pos, user, nr_user);
+		}
 		s->head += len;
 		written = true;
 		wake = s->head - s->tail >= s->wakeup_bytes;
@@ -323,7 +358,7 @@ void sframe_sessions_sample(struct pt_regs *regs, struct pid *owner)
 	struct sframe_session *s;
 	bool want = false;
 
-	rcu_read_lock();
+	/* The caller holds the RCU read side (session.h). */
 	hash_for_each_possible_rcu(sframe_sessions_by_owner, s, node,
 				   (unsigned long)owner) {
 		if (sframe_session_match(s, &ctx, pid, tgid)) {
@@ -338,7 +373,6 @@ void sframe_sessions_sample(struct pt_regs *regs, struct pid *owner)
 				atomic64_inc(&s->lost_capture);
 		}
 	}
-	rcu_read_unlock();
 }
 
 /* The process that opened event: sessions take only their own events. */
