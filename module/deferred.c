@@ -737,6 +737,8 @@ bool sframe_deferred_request(struct pt_regs *regs,
 	if (in_nmi())
 		atomic64_inc(&sframe_counters.samples_nmi);
 	sframe_sample_fill(smp, regs, ctx, task, time);
+	/* Delivered after the request returns: no shortcut (deferred.h). */
+	smp->ctx.now = NULL;
 	/*
 	 * Delivered later, perhaps after current exits: hold its pids
 	 * (refcount increments: safe in NMI; current keeps both alive).

@@ -25,6 +25,13 @@ struct pid;
 struct sframe_sample_ctx {
 	const void *key; /* compared, never dereferenced, by this layer */
 	u64 seq;
+	/*
+	 * Never dereferenced by this layer either, and kept only in a sample
+	 * delivered before sframe_deferred_request() returns (unwound in the
+	 * interrupt), within the caller's RCU read side: NULL in a sample
+	 * delivered later.  The consumer's shortcut to where the sample goes.
+	 */
+	void *now;
 };
 
 /* One sample waiting for its user stack. */

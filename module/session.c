@@ -332,8 +332,17 @@ static void sframe_sessions_deliver(const struct sframe_sample *smp,
 				    u32 flags,
 				    const struct sframe_user_stacks *stacks)
 {
-	struct sframe_session *s;
+	struct sframe_session *s = smp->ctx.now;
 
+	/*
+	 * Unwound in the interrupt, the sample comes back within the RCU
+	 * read side of sframe_sessions_sample(), which found its one session:
+	 * no second search.
+	 */
+	if (s) {
+		sframe_session_write(s, smp, flags, stacks);
+		return;
+	}
 	rcu_read_lock();
 	hash_for_each_possible_rcu(sframe_sessions_by_owner, s, node,
 				   (unsigned long)smp->ctx.key) {
@@ -356,16 +365,20 @@ void sframe_sessions_sample(struct pt_regs *regs, struct pid *owner)
 	};
 	struct pid *pid = task_pid(current), *tgid = task_tgid(current);
 	struct sframe_session *s;
-	bool want = false;
+	unsigned int want = 0;
 
 	/* The caller holds the RCU read side (session.h). */
 	hash_for_each_possible_rcu(sframe_sessions_by_owner, s, node,
 				   (unsigned long)owner) {
 		if (sframe_session_match(s, &ctx, pid, tgid)) {
 			atomic64_inc(&s->samples);
-			want = true;
+			ctx.now = s;
+			want++;
 		}
 	}
+	/* With one session, a sample delivered at once goes straight to it. */
+	if (want > 1)
+		ctx.now = NULL;
 	if (want && !sframe_deferred_request(regs, &ctx)) {
 		hash_for_each_possible_rcu(sframe_sessions_by_owner, s, node,
 					   (unsigned long)owner) {
@@ -395,16 +408,21 @@ static struct pid *sframe_event_owner(struct perf_event *event)
 	return task_tgid(owner);
 }
 
+/*
+ * No rcu_read_lock() of our own (two calls on every sample under
+ * PREEMPT_RCU): every caller of the hooked function holds the RCU read
+ * side already (perf's __perf_event_output() and bpf_overflow_handler(),
+ * for the callchain buffers and the program), and the handler runs with
+ * preemption disabled (the kprobe's), which synchronize_rcu() waits for
+ * too.
+ */
 static void sframe_sessions_perf_sample(struct pt_regs *regs,
 				       struct perf_event *event)
 {
-	struct pid *owner;
+	struct pid *owner = sframe_event_owner(event);
 
-	rcu_read_lock();
-	owner = sframe_event_owner(event);
 	if (owner)
 		sframe_sessions_sample(regs, owner);
-	rcu_read_unlock();
 }
 
 /* kernel.perf_event_paranoid, which perf_event_open() obeys. */
