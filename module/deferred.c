@@ -53,6 +53,7 @@
  * the last request) is left to an irq_work where the caller is atomic.
  */
 #include <linux/irq_work.h>
+#include <linux/math64.h>
 #include <linux/moduleparam.h>
 #include <linux/percpu.h>
 #include <linux/pid.h>
@@ -68,6 +69,7 @@
 #include <linux/vmalloc.h>
 #include <linux/wait_bit.h>
 #include <linux/workqueue.h>
+#include <asm/tsc.h>
 #include <asm/unwind.h>
 
 #include "compat.h"
@@ -94,17 +96,29 @@ MODULE_PARM_DESC(sample_max_wait_ms,
 
 /*
  * What the walks done in interrupt context cost, for benchmarks: root may
- * write 0 to start a new measurement.
+ * write 0 to start a new measurement.  They are timed in TSC cycles and
+ * shown in ns: two rdtsc cost a few instructions on every sample, where
+ * a clock read (ktime_get_mono_fast_ns(): a seqcount and an indirect call
+ * to the clocksource) costs some 40.
+ *
+ * The sums are per CPU, added to on the sample path without an atomic
+ * operation (a sample runs on one CPU with interrupts off), summed when
+ * read.  Writing a value sets the sum to it.
  */
-static unsigned long irq_walk_max_ns;
-module_param(irq_walk_max_ns, ulong, 0644);
-MODULE_PARM_DESC(irq_walk_max_ns,
-		 "Longest user walk done in interrupt context (ns), since load or since 0 was written");
-/*
- * Per-CPU sums, added to on the sample path without an atomic operation
- * (a sample runs on one CPU with interrupts off), summed when read.
- * Writing a value sets the sum to it.
- */
+static unsigned long irq_walk_max_cycles;
+static DEFINE_PER_CPU(unsigned long, irq_walks);
+static DEFINE_PER_CPU(unsigned long, irq_walk_cycles);
+
+static u64 sframe_cycles_to_ns(u64 cycles)
+{
+	return tsc_khz ? mul_u64_u32_div(cycles, NSEC_PER_MSEC, tsc_khz) : 0;
+}
+
+static u64 sframe_ns_to_cycles(u64 ns)
+{
+	return mul_u64_u32_div(ns, tsc_khz, NSEC_PER_MSEC);
+}
+
 static int sframe_param_set_percpu(const char *val,
 				   const struct kernel_param *kp)
 {
@@ -115,6 +129,8 @@ static int sframe_param_set_percpu(const char *val,
 
 	if (ret)
 		return ret;
+	if (sum == &irq_walk_cycles)
+		v = sframe_ns_to_cycles(v);
 	for_each_possible_cpu(cpu)
 		*per_cpu_ptr(sum, cpu) = 0;
 	*per_cpu_ptr(sum, cpumask_first(cpu_possible_mask)) = v;
@@ -129,6 +145,8 @@ static int sframe_param_get_percpu(char *buf, const struct kernel_param *kp)
 
 	for_each_possible_cpu(cpu)
 		total += READ_ONCE(*per_cpu_ptr(sum, cpu));
+	if (sum == &irq_walk_cycles)
+		total = sframe_cycles_to_ns(total);
 	return sysfs_emit(buf, "%lu\n", total);
 }
 
@@ -136,12 +154,35 @@ static const struct kernel_param_ops sframe_param_percpu_ops = {
 	.set = sframe_param_set_percpu,
 	.get = sframe_param_get_percpu,
 };
-static DEFINE_PER_CPU(unsigned long, irq_walks);
 module_param_cb(irq_walks, &sframe_param_percpu_ops, &irq_walks, 0644);
 MODULE_PARM_DESC(irq_walks, "User walks done in interrupt context");
-static DEFINE_PER_CPU(unsigned long, irq_walk_ns);
-module_param_cb(irq_walk_ns, &sframe_param_percpu_ops, &irq_walk_ns, 0644);
+module_param_cb(irq_walk_ns, &sframe_param_percpu_ops, &irq_walk_cycles, 0644);
 MODULE_PARM_DESC(irq_walk_ns, "Their total time (ns)");
+
+static int sframe_param_set_max(const char *val, const struct kernel_param *kp)
+{
+	unsigned long v;
+	int ret = kstrtoul(val, 0, &v);
+
+	if (ret)
+		return ret;
+	WRITE_ONCE(irq_walk_max_cycles, sframe_ns_to_cycles(v));
+	return 0;
+}
+
+static int sframe_param_get_max(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%llu\n",
+			  sframe_cycles_to_ns(READ_ONCE(irq_walk_max_cycles)));
+}
+
+static const struct kernel_param_ops sframe_param_max_ops = {
+	.set = sframe_param_set_max,
+	.get = sframe_param_get_max,
+};
+module_param_cb(irq_walk_max_ns, &sframe_param_max_ops, NULL, 0644);
+MODULE_PARM_DESC(irq_walk_max_ns,
+		 "Longest user walk done in interrupt context (ns), since load or since 0 was written");
 
 struct sframe_request {
 	atomic_long_t owner;        /* task | REQ_*, or 0 when free */
@@ -613,14 +654,14 @@ static bool sframe_request_join_recent(struct task_struct *task,
 
 /* ---- the sample path ---------------------------------------------- */
 
-static void sframe_note_irq_walk(u64 ns)
+static void sframe_note_irq_walk(u64 cycles)
 {
-	unsigned long old = READ_ONCE(irq_walk_max_ns);
+	unsigned long old = READ_ONCE(irq_walk_max_cycles);
 
 	this_cpu_inc(irq_walks);
-	this_cpu_add(irq_walk_ns, ns);
-	while (ns > old) {
-		unsigned long seen = cmpxchg(&irq_walk_max_ns, old, ns);
+	this_cpu_add(irq_walk_cycles, cycles);
+	while (cycles > old) {
+		unsigned long seen = cmpxchg(&irq_walk_max_cycles, old, cycles);
 
 		if (seen == old)
 			break;
@@ -643,8 +684,8 @@ static bool sframe_unwind_now(struct sframe_sample *smp)
 	struct sframe_now_buf *buf = this_cpu_ptr(sframe_now_bufs);
 	struct sframe_user_stacks *stacks = &buf->stacks;
 	u32 max_frames, methods, flags;
-	u64 t0 = smp->time; /* taken a few instructions ago: no second clock read */
 	bool ok = true;
+	u64 t0;
 
 	sframe_ops->unwind_params(&max_frames, &methods);
 	if (!max_frames || max_frames > SFRAME_NOW_MAX_FRAMES)
@@ -652,6 +693,7 @@ static bool sframe_unwind_now(struct sframe_sample *smp)
 	/* A method's counts are read only where its frames are set. */
 	for (flags = 0; flags <= SFRAME_UNWIND_F_ALL; flags++)
 		stacks->frames[flags] = NULL;
+	t0 = rdtsc();
 	pagefault_disable();
 	for (flags = 1; flags <= SFRAME_UNWIND_F_ALL && ok; flags++) {
 		if (methods & BIT(flags)) {
@@ -665,7 +707,7 @@ static bool sframe_unwind_now(struct sframe_sample *smp)
 		}
 	}
 	pagefault_enable();
-	sframe_note_irq_walk(ktime_get_mono_fast_ns() - t0);
+	sframe_note_irq_walk(rdtsc() - t0);
 	if (!ok)
 		return false;
 	smp->cookie = sframe_new_cookie();
