@@ -215,6 +215,26 @@ struct sframe_immediate {
 };
 
 static const struct sframe_deferred_ops *sframe_ops;
+
+/*
+ * The consumer's walk (sframe_deferred_set_walk()) in one word, which
+ * the sample path reads without calling back: max_frames << 32 | methods.
+ */
+static u64 sframe_walk_params;
+
+void sframe_deferred_set_walk(u32 max_frames, u32 methods)
+{
+	WRITE_ONCE(sframe_walk_params, (u64)max_frames << 32 | methods);
+}
+
+static void sframe_walk_get(u32 *max_frames, u32 *methods)
+{
+	u64 p = READ_ONCE(sframe_walk_params);
+
+	*max_frames = p >> 32;
+	*methods = (u32)p;
+}
+
 static DEFINE_PER_CPU(struct sframe_pool, sframe_sample_pool);
 static DEFINE_PER_CPU(struct sframe_pool, sframe_request_pool);
 static DEFINE_PER_CPU(struct sframe_recent, sframe_recent);
@@ -495,7 +515,7 @@ static void sframe_unwind_work(struct callback_head *cb)
 		goto out;
 	}
 	/* One walk per method in use: each consumer gets its own. */
-	sframe_ops->unwind_params(&max_frames, &methods);
+	sframe_walk_get(&max_frames, &methods);
 	for (flags = 1; flags <= SFRAME_UNWIND_F_ALL; flags++) {
 		u64 *frames;
 
@@ -687,7 +707,7 @@ static bool sframe_unwind_now(struct sframe_sample *smp)
 	bool ok = true;
 	u64 t0;
 
-	sframe_ops->unwind_params(&max_frames, &methods);
+	sframe_walk_get(&max_frames, &methods);
 	if (!max_frames || max_frames > SFRAME_NOW_MAX_FRAMES)
 		return false;
 	/* A method's counts are read only where its frames are set. */

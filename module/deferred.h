@@ -63,12 +63,6 @@ struct sframe_user_stacks {
 
 struct sframe_deferred_ops {
 	/*
-	 * The longest user walk wanted and the methods in use (bit f for
-	 * unwind flags f).  Called in any context but NMI, IRQ included:
-	 * must be O(1).
-	 */
-	void (*unwind_params)(u32 *max_frames, u32 *methods);
-	/*
 	 * A sample is done: its user stack is in stacks (NULL when it has
 	 * none; flags say why).  Process or IRQ context, never NMI; on
 	 * PREEMPT_RT atomic too (the sample path itself, or a hard
@@ -79,6 +73,11 @@ struct sframe_deferred_ops {
 };
 
 int sframe_deferred_init(const struct sframe_deferred_ops *ops);
+/*
+ * The longest user walk wanted and the methods in use (bit f for unwind
+ * flags f), for the walks from now on; the consumer's writers serialise.
+ */
+void sframe_deferred_set_walk(u32 max_frames, u32 methods);
 /* Allocate the sample and request pools; before the first request. */
 int sframe_deferred_prepare(void);
 /*

@@ -96,13 +96,6 @@ static DEFINE_MUTEX(sframe_sessions_lock); /* writers of both */
 static unsigned int sframe_nr_sessions;    /* under sframe_sessions_lock */
 /* Ids of sessions; a sample is for sessions at most as new as it. */
 static atomic64_t sframe_session_seq = ATOMIC64_INIT(0);
-/*
- * What the deferred walks must do for all sessions together (the widest
- * walk, the methods), recomputed at every start and end: the interrupt
- * path reads one word instead of walking the sessions.
- */
-static u64 sframe_walk_params; /* max_user << 32 | methods */
-
 static unsigned int session_max_user = 64;
 module_param(session_max_user, uint, 0644);
 MODULE_PARM_DESC(session_max_user,
@@ -139,15 +132,10 @@ static bool sframe_session_match(const struct sframe_session *s,
 	       sframe_target_match(s, pid, tgid);
 }
 
-static void sframe_sessions_unwind_params(u32 *max_frames, u32 *methods)
-{
-	u64 p = READ_ONCE(sframe_walk_params);
-
-	*max_frames = p >> 32;
-	*methods = (u32)p;
-}
-
-/* Under sframe_sessions_lock, after the set of sessions changed. */
+/*
+ * Under sframe_sessions_lock, after the set of sessions changed: what the
+ * walks must do for all sessions together (the widest walk, the methods).
+ */
 static void sframe_sessions_update_params(void)
 {
 	struct sframe_session *s;
@@ -157,7 +145,7 @@ static void sframe_sessions_update_params(void)
 		max_frames = max(max_frames, s->max_user);
 		methods |= BIT(s->unwind_flags);
 	}
-	WRITE_ONCE(sframe_walk_params, (u64)max_frames << 32 | methods);
+	sframe_deferred_set_walk(max_frames, methods);
 }
 
 /*
@@ -353,7 +341,6 @@ static void sframe_sessions_deliver(const struct sframe_sample *smp,
 }
 
 static const struct sframe_deferred_ops sframe_session_deferred_ops = {
-	.unwind_params = sframe_sessions_unwind_params,
 	.deliver = sframe_sessions_deliver,
 };
 
