@@ -165,14 +165,19 @@ static __always_inline int sframe_step_to(struct sframe_user_unwind *uw,
 
 static void sframe_unwind_set_mm(struct sframe_user_unwind *uw)
 {
-	uw->smm = current->mm ? sframe_mm_find(current->mm) : NULL;
-	uw->rows = uw->smm ? sframe_mm_row_cache(uw->smm) : NULL;
 	/*
-	 * Read before any row is looked up: see sframe_step_cached().  The
-	 * low 32 bits of the registry's 64-bit generation, the ones the row
-	 * cache keeps (sframe_mm_generation()).
+	 * The generation is read before any row is looked up: see
+	 * sframe_step_cached().  The low 32 bits of the registry's 64-bit
+	 * generation, the ones the row cache keeps.
 	 */
-	uw->gen = uw->smm ? sframe_mm_generation(uw->smm) : 0;
+	if (current->mm) {
+		uw->smm = sframe_mm_find_for_walk(current->mm, &uw->rows,
+						  &uw->gen);
+	} else {
+		uw->smm = NULL;
+		uw->rows = NULL;
+		uw->gen = 0;
+	}
 	/*
 	 * An entry of another registry, if smm changed; entry_gen is
 	 * written with entry (sframe_registry_lookup()), set here all the
