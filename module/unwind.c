@@ -840,14 +840,3 @@ u32 sframe_unwind_fill(struct sframe_user_unwind *uw, u64 *frames, u32 n,
 	}
 	return n;
 }
-
-void sframe_unwind_account(const struct sframe_user_unwind *uw)
-{
-	atomic64_inc(&sframe_counters.unwinds);
-	atomic64_add(uw->nr_sframe, &sframe_counters.frames_sframe);
-	atomic64_add(uw->nr_fp, &sframe_counters.frames_fp);
-	if (uw->stop == SFRAME_STOP_FAULT)
-		atomic64_inc(&sframe_counters.unwind_faults);
-	else if (uw->stop == SFRAME_STOP_BAD_FRAME)
-		atomic64_inc(&sframe_counters.unwind_bad_frames);
-}

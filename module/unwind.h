@@ -9,6 +9,7 @@
 #include <linux/ptrace.h>
 
 #include "registry.h"
+#include "stats.h"
 
 /*
  * Module-internal stop reason, never reported: the walk reached code whose
@@ -100,7 +101,16 @@ bool sframe_unwind_next(struct sframe_user_unwind *uw);
 u32 sframe_unwind_fill(struct sframe_user_unwind *uw, u64 *frames, u32 n,
 		       u32 max);
 
-/* Add a finished walk to the module's counters. */
-void sframe_unwind_account(const struct sframe_user_unwind *uw);
+/* Add a finished walk to the module's counters (inline: every sample). */
+static inline void sframe_unwind_account(const struct sframe_user_unwind *uw)
+{
+	atomic64_inc(&sframe_counters.unwinds);
+	atomic64_add(uw->nr_sframe, &sframe_counters.frames_sframe);
+	atomic64_add(uw->nr_fp, &sframe_counters.frames_fp);
+	if (uw->stop == SFRAME_STOP_FAULT)
+		atomic64_inc(&sframe_counters.unwind_faults);
+	else if (uw->stop == SFRAME_STOP_BAD_FRAME)
+		atomic64_inc(&sframe_counters.unwind_bad_frames);
+}
 
 #endif /* SFRAME_UNWIND_USER_H */
