@@ -11,4 +11,8 @@ for ko in "$@"; do
 	insmod "$ko" || exit 1
 	echo "=== module $ko ($(date +%T), load $(cut -d' ' -f1-3 /proc/loadavg))"
 	bash -c "$cmd" || exit 1
+	# The walks done in the interrupt, and their time (under icount:
+	# instructions, from the sample's clock read to the walk's end).
+	p=/sys/module/sframe_unwind/parameters
+	[ -r $p/irq_walks ] && echo "irq_walks $(cat $p/irq_walks) irq_walk_ns $(cat $p/irq_walk_ns)"
 done

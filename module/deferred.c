@@ -53,6 +53,7 @@
  * the last request) is left to an irq_work where the caller is atomic.
  */
 #include <linux/irq_work.h>
+#include <linux/math64.h>
 #include <linux/moduleparam.h>
 #include <linux/percpu.h>
 #include <linux/pid.h>
@@ -68,6 +69,7 @@
 #include <linux/vmalloc.h>
 #include <linux/wait_bit.h>
 #include <linux/workqueue.h>
+#include <asm/tsc.h>
 #include <asm/unwind.h>
 
 #include "compat.h"
@@ -94,17 +96,29 @@ MODULE_PARM_DESC(sample_max_wait_ms,
 
 /*
  * What the walks done in interrupt context cost, for benchmarks: root may
- * write 0 to start a new measurement.
+ * write 0 to start a new measurement.  They are timed in TSC cycles and
+ * shown in ns: two rdtsc cost a few instructions on every sample, where
+ * a clock read (ktime_get_mono_fast_ns(): a seqcount and an indirect call
+ * to the clocksource) costs some 40.
+ *
+ * The sums are per CPU, added to on the sample path without an atomic
+ * operation (a sample runs on one CPU with interrupts off), summed when
+ * read.  Writing a value sets the sum to it.
  */
-static unsigned long irq_walk_max_ns;
-module_param(irq_walk_max_ns, ulong, 0644);
-MODULE_PARM_DESC(irq_walk_max_ns,
-		 "Longest user walk done in interrupt context (ns), since load or since 0 was written");
-/*
- * Per-CPU sums, added to on the sample path without an atomic operation
- * (a sample runs on one CPU with interrupts off), summed when read.
- * Writing a value sets the sum to it.
- */
+static unsigned long irq_walk_max_cycles;
+static DEFINE_PER_CPU(unsigned long, irq_walks);
+static DEFINE_PER_CPU(unsigned long, irq_walk_cycles);
+
+static u64 sframe_cycles_to_ns(u64 cycles)
+{
+	return tsc_khz ? mul_u64_u32_div(cycles, NSEC_PER_MSEC, tsc_khz) : 0;
+}
+
+static u64 sframe_ns_to_cycles(u64 ns)
+{
+	return mul_u64_u32_div(ns, tsc_khz, NSEC_PER_MSEC);
+}
+
 static int sframe_param_set_percpu(const char *val,
 				   const struct kernel_param *kp)
 {
@@ -115,6 +129,8 @@ static int sframe_param_set_percpu(const char *val,
 
 	if (ret)
 		return ret;
+	if (sum == &irq_walk_cycles)
+		v = sframe_ns_to_cycles(v);
 	for_each_possible_cpu(cpu)
 		*per_cpu_ptr(sum, cpu) = 0;
 	*per_cpu_ptr(sum, cpumask_first(cpu_possible_mask)) = v;
@@ -129,6 +145,8 @@ static int sframe_param_get_percpu(char *buf, const struct kernel_param *kp)
 
 	for_each_possible_cpu(cpu)
 		total += READ_ONCE(*per_cpu_ptr(sum, cpu));
+	if (sum == &irq_walk_cycles)
+		total = sframe_cycles_to_ns(total);
 	return sysfs_emit(buf, "%lu\n", total);
 }
 
@@ -136,12 +154,35 @@ static const struct kernel_param_ops sframe_param_percpu_ops = {
 	.set = sframe_param_set_percpu,
 	.get = sframe_param_get_percpu,
 };
-static DEFINE_PER_CPU(unsigned long, irq_walks);
 module_param_cb(irq_walks, &sframe_param_percpu_ops, &irq_walks, 0644);
 MODULE_PARM_DESC(irq_walks, "User walks done in interrupt context");
-static DEFINE_PER_CPU(unsigned long, irq_walk_ns);
-module_param_cb(irq_walk_ns, &sframe_param_percpu_ops, &irq_walk_ns, 0644);
+module_param_cb(irq_walk_ns, &sframe_param_percpu_ops, &irq_walk_cycles, 0644);
 MODULE_PARM_DESC(irq_walk_ns, "Their total time (ns)");
+
+static int sframe_param_set_max(const char *val, const struct kernel_param *kp)
+{
+	unsigned long v;
+	int ret = kstrtoul(val, 0, &v);
+
+	if (ret)
+		return ret;
+	WRITE_ONCE(irq_walk_max_cycles, sframe_ns_to_cycles(v));
+	return 0;
+}
+
+static int sframe_param_get_max(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%llu\n",
+			  sframe_cycles_to_ns(READ_ONCE(irq_walk_max_cycles)));
+}
+
+static const struct kernel_param_ops sframe_param_max_ops = {
+	.set = sframe_param_set_max,
+	.get = sframe_param_get_max,
+};
+module_param_cb(irq_walk_max_ns, &sframe_param_max_ops, NULL, 0644);
+MODULE_PARM_DESC(irq_walk_max_ns,
+		 "Longest user walk done in interrupt context (ns), since load or since 0 was written");
 
 struct sframe_request {
 	atomic_long_t owner;        /* task | REQ_*, or 0 when free */
@@ -174,6 +215,26 @@ struct sframe_immediate {
 };
 
 static const struct sframe_deferred_ops *sframe_ops;
+
+/*
+ * The consumer's walk (sframe_deferred_set_walk()) in one word, which
+ * the sample path reads without calling back: max_frames << 32 | methods.
+ */
+static u64 sframe_walk_params;
+
+void sframe_deferred_set_walk(u32 max_frames, u32 methods)
+{
+	WRITE_ONCE(sframe_walk_params, (u64)max_frames << 32 | methods);
+}
+
+static void sframe_walk_get(u32 *max_frames, u32 *methods)
+{
+	u64 p = READ_ONCE(sframe_walk_params);
+
+	*max_frames = p >> 32;
+	*methods = (u32)p;
+}
+
 static DEFINE_PER_CPU(struct sframe_pool, sframe_sample_pool);
 static DEFINE_PER_CPU(struct sframe_pool, sframe_request_pool);
 static DEFINE_PER_CPU(struct sframe_recent, sframe_recent);
@@ -208,6 +269,15 @@ static DECLARE_DELAYED_WORK(sframe_flush_work, sframe_flush_fn);
 struct sframe_now_buf {
 	u64 frames[SFRAME_UNWIND_F_ALL][SFRAME_NOW_MAX_FRAMES];
 	struct sframe_sample sample;
+	/*
+	 * The walk's state (some 400 bytes) is here rather than on the
+	 * stack: the kernel is built to zero every local (Debian's
+	 * INIT_STACK_ALL_ZERO), a `rep stos` that qemu counts a word at a
+	 * time, and sframe_unwind_start() sets what a walk reads.  The
+	 * same for the stacks handed to the consumer.
+	 */
+	struct sframe_user_unwind uw;
+	struct sframe_user_stacks stacks;
 };
 static struct sframe_now_buf __percpu *sframe_now_bufs;
 
@@ -400,27 +470,30 @@ static u32 sframe_request_drop(struct sframe_request *req, u32 flags)
  * spend its whole budget, some 150 ms under emulation.
  */
 #define SFRAME_RESCHED_FRAMES 64
-static u32 sframe_unwind_into(struct sframe_user_stacks *stacks, u32 flags,
+static u32 sframe_unwind_into(struct sframe_user_unwind *uw,
+			      struct sframe_user_stacks *stacks, u32 flags,
 			      u64 *frames, u32 max, bool may_sleep)
 {
-	struct sframe_user_unwind uw;
 	u32 n = 0;
 
 	/* The registers the task will return to user space with. */
-	sframe_unwind_start(&uw, task_pt_regs(current), flags);
-	frames[n++] = uw.ip;
-	while (n < max && sframe_unwind_next(&uw)) {
-		frames[n++] = uw.ip;
-		if (may_sleep && !(n % SFRAME_RESCHED_FRAMES))
-			cond_resched();
+	sframe_unwind_start(uw, task_pt_regs(current), flags);
+	frames[n++] = uw->ip;
+	for (;;) {
+		u32 end = may_sleep ? min(max, n + SFRAME_RESCHED_FRAMES) : max;
+
+		n = sframe_unwind_fill(uw, frames, n, end);
+		if (n < end || n == max)
+			break;
+		cond_resched();
 	}
-	if (!uw.stop)
-		uw.stop = SFRAME_STOP_LIMIT;
-	sframe_unwind_account(&uw);
+	if (!uw->stop)
+		uw->stop = SFRAME_STOP_LIMIT;
+	sframe_unwind_account(uw);
 	stacks->frames[flags] = frames;
 	stacks->nr[flags] = n;
-	stacks->stop[flags] = uw.stop;
-	return uw.stop;
+	stacks->stop[flags] = uw->stop;
+	return uw->stop;
 }
 
 /* task_work: the task is about to return to user space (or exits). */
@@ -429,6 +502,7 @@ static void sframe_unwind_work(struct callback_head *cb)
 	struct sframe_request *req =
 		container_of(cb, struct sframe_request, twork);
 	struct sframe_user_stacks stacks = {};
+	struct sframe_user_unwind uw;
 	struct sframe_sample *smp, *next;
 	struct llist_node *list;
 	u32 max_frames, methods, flags;
@@ -441,7 +515,7 @@ static void sframe_unwind_work(struct callback_head *cb)
 		goto out;
 	}
 	/* One walk per method in use: each consumer gets its own. */
-	sframe_ops->unwind_params(&max_frames, &methods);
+	sframe_walk_get(&max_frames, &methods);
 	for (flags = 1; flags <= SFRAME_UNWIND_F_ALL; flags++) {
 		u64 *frames;
 
@@ -449,8 +523,8 @@ static void sframe_unwind_work(struct callback_head *cb)
 			continue;
 		frames = kvmalloc_array(max_frames, sizeof(u64), GFP_KERNEL);
 		if (frames)
-			sframe_unwind_into(&stacks, flags, frames, max_frames,
-					   true);
+			sframe_unwind_into(&uw, &stacks, flags, frames,
+					   max_frames, true);
 		cond_resched();
 	}
 	list = llist_del_all(&req->samples);
@@ -600,14 +674,14 @@ static bool sframe_request_join_recent(struct task_struct *task,
 
 /* ---- the sample path ---------------------------------------------- */
 
-static void sframe_note_irq_walk(u64 ns)
+static void sframe_note_irq_walk(u64 cycles)
 {
-	unsigned long old = READ_ONCE(irq_walk_max_ns);
+	unsigned long old = READ_ONCE(irq_walk_max_cycles);
 
 	this_cpu_inc(irq_walks);
-	this_cpu_add(irq_walk_ns, ns);
-	while (ns > old) {
-		unsigned long seen = cmpxchg(&irq_walk_max_ns, old, ns);
+	this_cpu_add(irq_walk_cycles, cycles);
+	while (cycles > old) {
+		unsigned long seen = cmpxchg(&irq_walk_max_cycles, old, cycles);
 
 		if (seen == old)
 			break;
@@ -628,18 +702,22 @@ static void sframe_note_irq_walk(u64 ns)
 static bool sframe_unwind_now(struct sframe_sample *smp)
 {
 	struct sframe_now_buf *buf = this_cpu_ptr(sframe_now_bufs);
-	struct sframe_user_stacks stacks = {};
+	struct sframe_user_stacks *stacks = &buf->stacks;
 	u32 max_frames, methods, flags;
-	u64 t0 = smp->time; /* taken a few instructions ago: no second clock read */
 	bool ok = true;
+	u64 t0;
 
-	sframe_ops->unwind_params(&max_frames, &methods);
+	sframe_walk_get(&max_frames, &methods);
 	if (!max_frames || max_frames > SFRAME_NOW_MAX_FRAMES)
 		return false;
+	/* A method's counts are read only where its frames are set. */
+	for (flags = 0; flags <= SFRAME_UNWIND_F_ALL; flags++)
+		stacks->frames[flags] = NULL;
+	t0 = rdtsc();
 	pagefault_disable();
 	for (flags = 1; flags <= SFRAME_UNWIND_F_ALL && ok; flags++) {
 		if (methods & BIT(flags)) {
-			u32 stop = sframe_unwind_into(&stacks, flags,
+			u32 stop = sframe_unwind_into(&buf->uw, stacks, flags,
 						      buf->frames[flags - 1],
 						      max_frames, false);
 
@@ -649,12 +727,12 @@ static bool sframe_unwind_now(struct sframe_sample *smp)
 		}
 	}
 	pagefault_enable();
-	sframe_note_irq_walk(ktime_get_mono_fast_ns() - t0);
+	sframe_note_irq_walk(rdtsc() - t0);
 	if (!ok)
 		return false;
 	smp->cookie = sframe_new_cookie();
 	/* Delivered now: current holds its pids, and no pool had it. */
-	sframe_ops->deliver(smp, smp->flags, &stacks);
+	sframe_ops->deliver(smp, smp->flags, stacks);
 	return true;
 }
 
@@ -721,6 +799,8 @@ bool sframe_deferred_request(struct pt_regs *regs,
 	if (in_nmi())
 		atomic64_inc(&sframe_counters.samples_nmi);
 	sframe_sample_fill(smp, regs, ctx, task, time);
+	/* Delivered after the request returns: no shortcut (deferred.h). */
+	smp->ctx.now = NULL;
 	/*
 	 * Delivered later, perhaps after current exits: hold its pids
 	 * (refcount increments: safe in NMI; current keeps both alive).

@@ -25,6 +25,13 @@ struct pid;
 struct sframe_sample_ctx {
 	const void *key; /* compared, never dereferenced, by this layer */
 	u64 seq;
+	/*
+	 * Never dereferenced by this layer either, and kept only in a sample
+	 * delivered before sframe_deferred_request() returns (unwound in the
+	 * interrupt), within the caller's RCU read side: NULL in a sample
+	 * delivered later.  The consumer's shortcut to where the sample goes.
+	 */
+	void *now;
 };
 
 /* One sample waiting for its user stack. */
@@ -56,12 +63,6 @@ struct sframe_user_stacks {
 
 struct sframe_deferred_ops {
 	/*
-	 * The longest user walk wanted and the methods in use (bit f for
-	 * unwind flags f).  Called in any context but NMI, IRQ included:
-	 * must be O(1).
-	 */
-	void (*unwind_params)(u32 *max_frames, u32 *methods);
-	/*
 	 * A sample is done: its user stack is in stacks (NULL when it has
 	 * none; flags say why).  Process or IRQ context, never NMI; on
 	 * PREEMPT_RT atomic too (the sample path itself, or a hard
@@ -72,6 +73,11 @@ struct sframe_deferred_ops {
 };
 
 int sframe_deferred_init(const struct sframe_deferred_ops *ops);
+/*
+ * The longest user walk wanted and the methods in use (bit f for unwind
+ * flags f), for the walks from now on; the consumer's writers serialise.
+ */
+void sframe_deferred_set_walk(u32 max_frames, u32 methods);
 /* Allocate the sample and request pools; before the first request. */
 int sframe_deferred_prepare(void);
 /*

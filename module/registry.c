@@ -262,12 +262,9 @@ u32 sframe_mm_generation(struct sframe_mm *smm)
 	return (u32)sframe_mm_generation64(smm);
 }
 
-struct sframe_row_cache *sframe_mm_row_cache(struct sframe_mm *smm)
-{
-	return smm->rows;
-}
-
-static struct sframe_mm *sframe_mm_find_rcu(struct mm_struct *mm)
+/* Inline: the walk's start looks its registry up on every sample. */
+static __always_inline struct sframe_mm *
+sframe_mm_find_rcu(struct mm_struct *mm)
 {
 	struct sframe_mm *smm;
 
@@ -286,6 +283,17 @@ struct sframe_mm *sframe_mm_find(struct mm_struct *mm)
 	rcu_read_lock();
 	smm = sframe_mm_find_rcu(mm);
 	rcu_read_unlock();
+	return smm;
+}
+
+struct sframe_mm *sframe_mm_find_for_walk(struct mm_struct *mm,
+					  struct sframe_row_cache **rows,
+					  u32 *gen)
+{
+	struct sframe_mm *smm = sframe_mm_find(mm);
+
+	*rows = smm ? smm->rows : NULL;
+	*gen = smm ? sframe_mm_generation(smm) : 0;
 	return smm;
 }
 

@@ -12,6 +12,7 @@
 #include "sframe_unwind.h"
 
 struct sframe_mm;
+struct sframe_row_cache;
 
 struct sframe_section_info;
 
@@ -83,6 +84,15 @@ int sframe_register_none(struct mm_struct *mm, unsigned long pc,
  */
 struct sframe_mm *sframe_mm_find(struct mm_struct *mm);
 /*
+ * sframe_mm_find() for a walk's start, in one call on every sample: with
+ * the registry's row cache in *rows and its generation
+ * (sframe_mm_generation()) in *gen, read after the registry was found;
+ * NULL and 0 without a registry.
+ */
+struct sframe_mm *sframe_mm_find_for_walk(struct mm_struct *mm,
+					  struct sframe_row_cache **rows,
+					  u32 *gen);
+/*
  * Copy the section covering pc into *range; false if none covers it.  With
  * *entry, its entry in the registry (NULL if none), and in *gen the
  * generation it was found under, for sframe_registry_find_rule().
@@ -148,6 +158,5 @@ u64 sframe_supplied_bytes(void);
 unsigned int sframe_mm_nr_sections(struct sframe_mm *smm);
 /* The generation of smm's sections, for sframe_row_cache entries. */
 u32 sframe_mm_generation(struct sframe_mm *smm);
-struct sframe_row_cache *sframe_mm_row_cache(struct sframe_mm *smm);
 
 #endif /* SFRAME_REGISTRY_H */

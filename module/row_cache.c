@@ -59,11 +59,14 @@ bool sframe_row_cache_lookup(struct sframe_row_cache *cache, u32 gen,
 	u32 seq;
 	struct sframe_row_cache_entry *e =
 		sframe_row_cache_probe(cache, gen, pc, &seq);
+	u8 flags;
 
-	if (!e)
+	if (!e || !READ_ONCE(sframe_row_cache_enabled))
 		return false;
 	*row = e->row;
-	return sframe_row_cache_unchanged(e, seq);
+	flags = READ_ONCE(e->rule.flags);
+	return sframe_row_cache_unchanged(e, seq) &&
+	       !(flags & SFRAME_RULE_UNCOVERED);
 }
 
 static bool sframe_fits_s16(s32 v)
@@ -160,4 +163,18 @@ void sframe_row_cache_store_rule(struct sframe_row_cache *cache, u32 gen,
 	sframe_rule_row(&rule, &row);
 	rule.flags |= SFRAME_RULE_NOT_SIGRETURN;
 	sframe_row_cache_write(cache, gen, pc, &rule, &row);
+}
+
+void sframe_row_cache_store_uncovered(struct sframe_row_cache *cache,
+				      u32 gen, unsigned long pc,
+				      bool not_sigreturn)
+{
+	static const struct sframe_row none = {};
+	struct sframe_rule rule = { .flags = SFRAME_RULE_UNCOVERED };
+
+	if (!READ_ONCE(sframe_row_cache_enabled))
+		return;
+	if (not_sigreturn)
+		rule.flags |= SFRAME_RULE_NOT_SIGRETURN;
+	sframe_row_cache_write(cache, gen, pc, &rule, &none);
 }

@@ -5,6 +5,7 @@
 #ifndef SFRAME_ROW_CACHE_H
 #define SFRAME_ROW_CACHE_H
 
+#include <linux/build_bug.h>
 #include <linux/compiler.h>
 #include <linux/hash.h>
 #include <linux/types.h>
@@ -25,6 +26,20 @@
  * 16-byte-aligned return addresses need not be redone on a hit).
  */
 #define SFRAME_RULE_NOT_SIGRETURN 0x08
+/*
+ * No SFrame row covers pc: the registry had an entry around it (a "none"
+ * entry of discovery, or a section without an FDE for it), so the
+ * frame-pointer rule applies (unwind.c), without a registry lookup.
+ * Never returned as a row by sframe_row_cache_lookup().
+ */
+#define SFRAME_RULE_UNCOVERED 0x10
+/*
+ * The row cache's flags above the decoder's (sframe_decode.h): a rule
+ * from the index (sframe_row_cache_store_rule()) never reads as
+ * uncovered, nor an uncovered entry as a rule.
+ */
+static_assert(!((SFRAME_RULE_NOT_SIGRETURN | SFRAME_RULE_UNCOVERED) &
+		(SFRAME_RULE_FAST | SFRAME_RULE_CFA_FP | SFRAME_RULE_FP_SAVED)));
 
 struct sframe_row_cache_entry {
 	u32 seq; /* odd while being written */
@@ -63,7 +78,7 @@ sframe_row_cache_probe(struct sframe_row_cache *cache, u32 gen,
 	struct sframe_row_cache_entry *e = sframe_row_cache_slot(cache, pc);
 
 	*seq = READ_ONCE(e->seq);
-	if ((*seq & 1) || !READ_ONCE(sframe_row_cache_enabled))
+	if (*seq & 1)
 		return NULL;
 	smp_rmb();
 	if (READ_ONCE(e->pc) != pc || READ_ONCE(e->gen) != gen)
@@ -83,6 +98,7 @@ sframe_row_cache_unchanged(const struct sframe_row_cache_entry *e, u32 seq)
  * is the registry's generation read before the row was looked up: any
  * change to the registry makes older entries misses.  Inline: it is on
  * the path of every frame, and copies 12 bytes where the full row is 36.
+ * The caller tests sframe_row_cache_enabled, once a walk (unwind.c).
  */
 static __always_inline bool
 sframe_row_cache_lookup_rule(struct sframe_row_cache *cache, u32 gen,
@@ -98,7 +114,10 @@ sframe_row_cache_lookup_rule(struct sframe_row_cache *cache, u32 gen,
 	return sframe_row_cache_unchanged(e, seq);
 }
 
-/* The full row cached for pc under generation gen, or false. */
+/*
+ * The full row cached for pc under generation gen, or false (also for
+ * an SFRAME_RULE_UNCOVERED entry, which has no row).
+ */
 bool sframe_row_cache_lookup(struct sframe_row_cache *cache, u32 gen,
 			     unsigned long pc, struct sframe_row *row);
 
@@ -109,6 +128,10 @@ bool sframe_row_cache_lookup(struct sframe_row_cache *cache, u32 gen,
 void sframe_row_cache_store(struct sframe_row_cache *cache, u32 gen,
 			    unsigned long pc, const struct sframe_row *row,
 			    bool not_sigreturn);
+/* Cache that no row covers pc under gen (SFRAME_RULE_UNCOVERED). */
+void sframe_row_cache_store_uncovered(struct sframe_row_cache *cache,
+				      u32 gen, unsigned long pc,
+				      bool not_sigreturn);
 
 /*
  * Cache the fast rule (SFRAME_RULE_FAST set) for pc under gen, with the

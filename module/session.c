@@ -96,13 +96,6 @@ static DEFINE_MUTEX(sframe_sessions_lock); /* writers of both */
 static unsigned int sframe_nr_sessions;    /* under sframe_sessions_lock */
 /* Ids of sessions; a sample is for sessions at most as new as it. */
 static atomic64_t sframe_session_seq = ATOMIC64_INIT(0);
-/*
- * What the deferred walks must do for all sessions together (the widest
- * walk, the methods), recomputed at every start and end: the interrupt
- * path reads one word instead of walking the sessions.
- */
-static u64 sframe_walk_params; /* max_user << 32 | methods */
-
 static unsigned int session_max_user = 64;
 module_param(session_max_user, uint, 0644);
 MODULE_PARM_DESC(session_max_user,
@@ -139,15 +132,10 @@ static bool sframe_session_match(const struct sframe_session *s,
 	       sframe_target_match(s, pid, tgid);
 }
 
-static void sframe_sessions_unwind_params(u32 *max_frames, u32 *methods)
-{
-	u64 p = READ_ONCE(sframe_walk_params);
-
-	*max_frames = p >> 32;
-	*methods = (u32)p;
-}
-
-/* Under sframe_sessions_lock, after the set of sessions changed. */
+/*
+ * Under sframe_sessions_lock, after the set of sessions changed: what the
+ * walks must do for all sessions together (the widest walk, the methods).
+ */
 static void sframe_sessions_update_params(void)
 {
 	struct sframe_session *s;
@@ -157,7 +145,7 @@ static void sframe_sessions_update_params(void)
 		max_frames = max(max_frames, s->max_user);
 		methods |= BIT(s->unwind_flags);
 	}
-	WRITE_ONCE(sframe_walk_params, (u64)max_frames << 32 | methods);
+	sframe_deferred_set_walk(max_frames, methods);
 }
 
 /*
@@ -182,6 +170,19 @@ static void sframe_ring_put(struct sframe_session *s, u64 pos,
 
 	for (i = 0; i < nwords; i++)
 		ring[(at + i) & mask] = src[i];
+}
+
+/*
+ * Copy n words to dst, which does not wrap: the record's common case
+ * (sframe_session_write()), a load and a store a word.
+ */
+static __always_inline void sframe_copy_words(u64 *dst, const u64 *src,
+					      u32 n)
+{
+	u32 i;
+
+	for (i = 0; i < n; i++)
+		dst[i] = src[i];
 }
 
 static_assert(sizeof(struct sframe_sample_record) % sizeof(u64) == 0);
@@ -247,20 +248,42 @@ static void sframe_session_write(struct sframe_session *s,
 	len = sizeof(rec) + (nr_kernel + nr_user) * sizeof(u64);
 	rec.header.size = len;
 
-	/* pid and tid as the reader's namespace sees them (0: invisible). */
-	rec.pid = pid_nr_ns(smp->tgid, s->pid_ns);
-	rec.tid = pid_nr_ns(smp->pid, s->pid_ns);
+	/*
+	 * pid and tid as the reader's namespace sees them (0: invisible).
+	 * In the initial namespace, the usual case, that is the pid's first
+	 * number (what pid_nr_ns() returns there), without two calls.
+	 */
+	if (s->pid_ns == &init_pid_ns) {
+		rec.pid = pid_nr(smp->tgid);
+		rec.tid = pid_nr(smp->pid);
+	} else {
+		rec.pid = pid_nr_ns(smp->tgid, s->pid_ns);
+		rec.tid = pid_nr_ns(smp->pid, s->pid_ns);
+	}
 
 	raw_spin_lock_irqsave(&s->lock, irqflags);
 	if (sframe_ring_flush_lost(s, len) && sframe_ring_fits(s, len)) {
 		u64 pos = s->head;
+		u32 mask = sframe_ring_word_mask(s);
+		u32 at = (pos / sizeof(u64)) & mask;
 
-		sframe_ring_put(s, pos, (const u64 *)&rec,
-				sizeof(rec) / sizeof(u64));
-		pos += sizeof(rec);
-		sframe_ring_put(s, pos, smp->kernel, nr_kernel);
-		pos += nr_kernel * sizeof(u64);
-		sframe_ring_put(s, pos, user, nr_user);
+		if (at + len / sizeof(u64) <= mask + 1) {
+			/* Nearly always: the record does not wrap. */
+			u64 *dst = (u64 *)s->ring + at;
+
+			sframe_copy_words(dst, (const u64 *)&rec,
+					  sizeof(rec) / sizeof(u64));
+			dst += sizeof(rec) / sizeof(u64);
+			sframe_copy_words(dst, smp->kernel, nr_kernel);
+			sframe_copy_words(dst + nr_kernel, user, nr_user);
+		} else {
+			sframe_ring_put(s, pos, (const u64 *)&rec,
+					sizeof(rec) / sizeof(u64));
+			pos += sizeof(rec);
+			sframe_ring_put(s, pos, smp->kernel, nr_kernel);
+			pos += nr_kernel * sizeof(u64);
+			sframe_ring_put(s, pos, user, nr_user);
+		}
 		s->head += len;
 		written = true;
 		wake = s->head - s->tail >= s->wakeup_bytes;
@@ -297,8 +320,17 @@ static void sframe_sessions_deliver(const struct sframe_sample *smp,
 				    u32 flags,
 				    const struct sframe_user_stacks *stacks)
 {
-	struct sframe_session *s;
+	struct sframe_session *s = smp->ctx.now;
 
+	/*
+	 * Unwound in the interrupt, the sample comes back within the RCU
+	 * read side of sframe_sessions_sample(), which found its one session:
+	 * no second search.
+	 */
+	if (s) {
+		sframe_session_write(s, smp, flags, stacks);
+		return;
+	}
 	rcu_read_lock();
 	hash_for_each_possible_rcu(sframe_sessions_by_owner, s, node,
 				   (unsigned long)smp->ctx.key) {
@@ -309,7 +341,6 @@ static void sframe_sessions_deliver(const struct sframe_sample *smp,
 }
 
 static const struct sframe_deferred_ops sframe_session_deferred_ops = {
-	.unwind_params = sframe_sessions_unwind_params,
 	.deliver = sframe_sessions_deliver,
 };
 
@@ -321,16 +352,20 @@ void sframe_sessions_sample(struct pt_regs *regs, struct pid *owner)
 	};
 	struct pid *pid = task_pid(current), *tgid = task_tgid(current);
 	struct sframe_session *s;
-	bool want = false;
+	unsigned int want = 0;
 
-	rcu_read_lock();
+	/* The caller holds the RCU read side (session.h). */
 	hash_for_each_possible_rcu(sframe_sessions_by_owner, s, node,
 				   (unsigned long)owner) {
 		if (sframe_session_match(s, &ctx, pid, tgid)) {
 			atomic64_inc(&s->samples);
-			want = true;
+			ctx.now = s;
+			want++;
 		}
 	}
+	/* With one session, a sample delivered at once goes straight to it. */
+	if (want > 1)
+		ctx.now = NULL;
 	if (want && !sframe_deferred_request(regs, &ctx)) {
 		hash_for_each_possible_rcu(sframe_sessions_by_owner, s, node,
 					   (unsigned long)owner) {
@@ -338,7 +373,6 @@ void sframe_sessions_sample(struct pt_regs *regs, struct pid *owner)
 				atomic64_inc(&s->lost_capture);
 		}
 	}
-	rcu_read_unlock();
 }
 
 /* The process that opened event: sessions take only their own events. */
@@ -361,16 +395,21 @@ static struct pid *sframe_event_owner(struct perf_event *event)
 	return task_tgid(owner);
 }
 
+/*
+ * No rcu_read_lock() of our own (two calls on every sample under
+ * PREEMPT_RCU): every caller of the hooked function holds the RCU read
+ * side already (perf's __perf_event_output() and bpf_overflow_handler(),
+ * for the callchain buffers and the program), and the handler runs with
+ * preemption disabled (the kprobe's), which synchronize_rcu() waits for
+ * too.
+ */
 static void sframe_sessions_perf_sample(struct pt_regs *regs,
 				       struct perf_event *event)
 {
-	struct pid *owner;
+	struct pid *owner = sframe_event_owner(event);
 
-	rcu_read_lock();
-	owner = sframe_event_owner(event);
 	if (owner)
 		sframe_sessions_sample(regs, owner);
-	rcu_read_unlock();
 }
 
 /* kernel.perf_event_paranoid, which perf_event_open() obeys. */

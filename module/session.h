@@ -27,7 +27,8 @@ void sframe_session_release(struct sframe_session *s);
  * A sample of current with registers regs, from a perf event owned by the
  * process owner (its tgid pid): recorded for the sessions of owner that
  * follow current.  Any context, NMI included; the caller holds the RCU
- * read side or runs with interrupts off.
+ * read side (its own rcu_read_lock() or the perf sample path's), which
+ * owner's reference relies on too.
  */
 void sframe_sessions_sample(struct pt_regs *regs, struct pid *owner);
 

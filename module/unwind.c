@@ -165,10 +165,26 @@ static __always_inline int sframe_step_to(struct sframe_user_unwind *uw,
 
 static void sframe_unwind_set_mm(struct sframe_user_unwind *uw)
 {
-	uw->smm = current->mm ? sframe_mm_find(current->mm) : NULL;
-	uw->rows = uw->smm ? sframe_mm_row_cache(uw->smm) : NULL;
-	/* An entry of another registry, if smm changed. */
+	/*
+	 * The generation is read before any row is looked up: see
+	 * sframe_step_cached().  The low 32 bits of the registry's 64-bit
+	 * generation, the ones the row cache keeps.
+	 */
+	if (current->mm) {
+		uw->smm = sframe_mm_find_for_walk(current->mm, &uw->rows,
+						  &uw->gen);
+	} else {
+		uw->smm = NULL;
+		uw->rows = NULL;
+		uw->gen = 0;
+	}
+	/*
+	 * An entry of another registry, if smm changed; entry_gen is
+	 * written with entry (sframe_registry_lookup()), set here all the
+	 * same (sframe_unwind_start() sets every field read before).
+	 */
 	uw->entry = NULL;
+	uw->entry_gen = 0;
 }
 
 /* pc lies in the text of the section the walk used last. */
@@ -293,7 +309,24 @@ static int sframe_step(struct sframe_user_unwind *uw)
 	/* Read before the lookup, so a cached row is never newer than it. */
 	gen = uw->smm ? sframe_mm_generation(uw->smm) : 0;
 	if (!uw->smm || !sframe_row_cache_lookup(uw->rows, gen, pc, &row)) {
+		/* A section looked up by an earlier step may be older than gen. */
+		bool had_range = sframe_in_range(uw, pc);
+
 		ret = sframe_lookup_row(uw, pc, &row);
+		/*
+		 * Remember a PC that the registry, looked up now, has an
+		 * entry for but no row (a mapping without .sframe: the C
+		 * library's frame below main, in every sample): the next
+		 * walks take the frame-pointer rule without the lookup.  Not
+		 * where no lookup was made (a range in hand, discovery left
+		 * to the task) or it found no entry (a failed discovery,
+		 * which a later walk retries).
+		 */
+		if (ret == SFRAME_STEP_UNCOVERED && !had_range &&
+		    !uw->retry_in_task && sframe_in_range(uw, pc) &&
+		    uw->smm && gen)
+			sframe_row_cache_store_uncovered(uw->rows, gen, pc,
+							 !uw->topmost);
 		if (ret)
 			return ret;
 		/*
@@ -476,22 +509,38 @@ static bool sframe_step_signal(struct sframe_user_unwind *uw)
 void sframe_unwind_start(struct sframe_user_unwind *uw,
 			 const struct pt_regs *regs, u32 flags)
 {
-	memset(uw, 0, sizeof(*uw));
+	bool task = in_task();
+
+	/*
+	 * Field by field, not a memset() of the whole state: range,
+	 * stack_lo/hi and sig_regs (some 300 bytes, a `rep stos` that qemu
+	 * counts a word at a time) are written before they are read, under
+	 * have_range, stack_known and a signal step.  Every other field is
+	 * set here.
+	 */
 	uw->ip = regs->ip;
 	uw->sp = regs->sp;
 	uw->bp = regs->bp;
 	uw->regs = regs;
 	uw->topmost = true;
+	uw->caller_of_topmost = false;
 	uw->flags = flags;
+	uw->retry_in_task = false;
+	uw->have_range = false;
+	uw->stack_known = false;
+	uw->nr_signal = 0;
+	uw->stop = 0;
+	uw->nr_sframe = 0;
+	uw->nr_fp = 0;
 	/*
 	 * A walk outside a task (hard interrupt, NMI: the sample path) holds
 	 * a CPU with interrupts off, so it gets the small budget whoever
 	 * calls; its caller may lower either, and redoes a walk that ran out
 	 * from the task.
 	 */
-	uw->budget = in_task() ? SFRAME_WALK_BUDGET : SFRAME_IRQ_WALK_BUDGET;
+	uw->budget = task ? SFRAME_WALK_BUDGET : SFRAME_IRQ_WALK_BUDGET;
 	/* Discovery sleeps: only where faults may be served, in a task. */
-	uw->can_sleep = in_task() && !pagefault_disabled();
+	uw->can_sleep = task && !pagefault_disabled();
 	sframe_unwind_set_mm(uw);
 }
 
@@ -516,20 +565,39 @@ fault:
 	return -EFAULT;
 }
 
+/*
+ * Read the word at a in a user-access window opened inline: get_user()
+ * is a call to an out-of-line helper, with the same range check and
+ * STAC/CLAC.
+ */
+static __always_inline int sframe_read_one(unsigned long a, unsigned long *va)
+{
+	if (!user_access_begin((const void __user *)a, sizeof(*va)))
+		return -EFAULT;
+	unsafe_get_user(*va, (const unsigned long __user *)a, fault);
+	user_access_end();
+	return 0;
+fault:
+	user_access_end();
+	return -EFAULT;
+}
+
 /* Results of sframe_step_cached(): not applied, take the general path; */
 #define SFRAME_STEP_SLOW 1
 /* ...the row cache has no rule for the PC. */
 #define SFRAME_STEP_MISS 2
 
 /*
- * Apply a fast rule below the top.  The same rule and checks as
+ * Apply a fast rule, at the top or below.  The same rule and checks as
  * sframe_step() (reads first, then: the stack pointer moves up, the RA is
  * a user address), in fewer instructions: RA and saved FP read in one
- * user-access window.  0, or a negative errno with uw->stop set.
+ * user-access window, a lone RA in an inline one (sframe_read_one()).
+ * 0, or a negative errno with uw->stop set.
  */
 static __always_inline int sframe_step_rule(struct sframe_user_unwind *uw,
 					    const struct sframe_rule *rule)
 {
+	bool top = uw->topmost;
 	unsigned long cfa, ra, fp;
 	int err;
 
@@ -539,33 +607,69 @@ static __always_inline int sframe_step_rule(struct sframe_user_unwind *uw,
 		err = sframe_read_two(cfa + (long)rule->ra_off, &ra,
 				      cfa + (long)rule->fp_off, &fp);
 	} else {
-		err = sframe_read_ulong(cfa + (long)rule->ra_off, &ra);
+		err = sframe_read_one(cfa + (long)rule->ra_off, &ra);
 		fp = uw->bp;
 	}
 	if (err)
 		return sframe_step_error(uw, err);
-	uw->caller_of_topmost = false;
+	uw->topmost = false;
+	uw->caller_of_topmost = top;
 	return sframe_step_to(uw, cfa, ra, fp);
 }
 
 /*
- * One step below the top from the row cache's pre-reduced rule: the
- * steady state of a profiler, every frame of every sample; an inline
- * cache probe copying 12 bytes.  Returns 0 (stepped), SFRAME_STEP_MISS,
- * SFRAME_STEP_SLOW (a row without a fast form, or a return address whose
- * trampoline check is not cached), or a negative errno with uw->stop set.
+ * One step from the row cache's pre-reduced rule: the steady state of a
+ * profiler, every frame of every sample, the topmost one included; an
+ * inline cache probe copying 12 bytes.  The same rule and checks as
+ * sframe_step() (the PC of the row).  Returns 0 (stepped),
+ * SFRAME_STEP_MISS (no entry for the PC), SFRAME_STEP_SLOW (a row without
+ * a fast form, or a return address whose trampoline check is not cached),
+ * or a negative errno with uw->stop set.
  */
 static __always_inline int sframe_step_cached(struct sframe_user_unwind *uw)
 {
+	bool top = uw->topmost;
 	struct sframe_rule rule;
 
-	if (!sframe_row_cache_lookup_rule(uw->rows,
-					  sframe_mm_generation(uw->smm),
-					  uw->ip - 1, &rule))
+	/*
+	 * As sframe_step(): the exact PC at the top, the call's below.  The
+	 * generation is uw->gen, read when the walk found its registry
+	 * (sframe_unwind_set_mm()), not read again for each frame (a call
+	 * into registry.c).  Every entry was stored under the low 32 bits of
+	 * a generation read before its row was found: a row decoded by the
+	 * general step, or a rule taken from the index under uw->entry_gen
+	 * (sframe_unwind_next_indexed()), which is never older than uw->gen.
+	 * So a hit is a row found under the registry as it was at the walk's
+	 * start or later, never an older one; what the walk finds after a
+	 * change is cached under the new generation, a miss for the rest of
+	 * this walk and a hit for the next ones.
+	 */
+	if (!sframe_row_cache_lookup_rule(uw->rows, uw->gen,
+					  top ? uw->ip : uw->ip - 1, &rule))
 		return SFRAME_STEP_MISS;
-	if (!(rule.flags & SFRAME_RULE_FAST) ||
-	    (!(uw->ip & 15) && !(rule.flags & SFRAME_RULE_NOT_SIGRETURN)))
+	/*
+	 * Below the top, a 16-byte-aligned return address may be the
+	 * trampoline's (sframe_unwind_next_slow()); at the top, a PC with a
+	 * row is applied by it, as the general step does.
+	 */
+	if (!top && !(uw->ip & 15) && !(rule.flags & SFRAME_RULE_NOT_SIGRETURN))
 		return SFRAME_STEP_SLOW;
+	if (!(rule.flags & SFRAME_RULE_FAST)) {
+		/*
+		 * No row, below the top (SFRAME_RULE_UNCOVERED, never set
+		 * on a rule from the index): the general step's
+		 * frame-pointer rule (at the top it looks for the trampoline
+		 * first).  A row without a fast form takes the general step.
+		 */
+		if (top || !(rule.flags & SFRAME_RULE_UNCOVERED))
+			return SFRAME_STEP_SLOW;
+		uw->caller_of_topmost = false;
+		if (!(uw->flags & SFRAME_UNWIND_F_FP)) {
+			sframe_stop(uw, SFRAME_STOP_NO_COVERAGE);
+			return -ENOENT;
+		}
+		return sframe_step_fp(uw) ? 0 : -ENOENT;
+	}
 	return sframe_step_rule(uw, &rule);
 }
 
@@ -648,38 +752,91 @@ static noinline bool sframe_unwind_next_indexed(struct sframe_user_unwind *uw)
 	return sframe_step_rule(uw, &rule) == 0;
 }
 
+/*
+ * A step after the row cache had no entry for the PC, or was not looked
+ * at (row_cache=0): below the top in an SFrame walk, the rule from the
+ * index (sframe_unwind_next_indexed(), which falls back to the general
+ * step itself); at the top, whose PC is exact and may be inside the
+ * trampoline, or in a frame-pointer walk, the general step.
+ */
+static __always_inline bool
+sframe_unwind_next_missed(struct sframe_user_unwind *uw)
+{
+	if ((uw->flags & SFRAME_UNWIND_F_SFRAME) && !uw->topmost && uw->rows)
+		return sframe_unwind_next_indexed(uw);
+	return sframe_unwind_next_slow(uw);
+}
+
 /* The fast paths, then the general one where they do not apply. */
 static noinline bool sframe_unwind_next_cached(struct sframe_user_unwind *uw)
 {
 	int ret = sframe_step_cached(uw);
 
 	if (ret == SFRAME_STEP_MISS)
-		return sframe_unwind_next_indexed(uw);
+		return sframe_unwind_next_missed(uw);
 	if (ret != SFRAME_STEP_SLOW)
 		return ret == 0;
 	return sframe_unwind_next_slow(uw);
 }
 
 /*
+ * Whether a step may look in the row cache (the caller checks uw->stop).
+ * Off, a step below the top still takes its rule from the index.
+ */
+static bool sframe_unwind_cached(const struct sframe_user_unwind *uw)
+{
+	return (uw->flags & SFRAME_UNWIND_F_SFRAME) && uw->rows &&
+	       READ_ONCE(sframe_row_cache_enabled);
+}
+
+/*
  * Two paths kept apart (noinline), so that the fast one has no stack
  * canary nor the general one's frame, and this dispatch none at all: the
- * frame-pointer walk and the first frame pay a few tests and a jump.
+ * frame-pointer walk pays a few tests and a jump.  The topmost frame
+ * takes the fast path too: its row is cached under its PC like any other,
+ * and the general step costs it the row's 36-byte copy and its kinds'
+ * tests on every sample.
  */
 bool sframe_unwind_next(struct sframe_user_unwind *uw)
 {
-	if ((uw->flags & SFRAME_UNWIND_F_SFRAME) && !uw->topmost &&
-	    !uw->stop && uw->rows)
+	if (uw->stop)
+		return false;
+	if (sframe_unwind_cached(uw))
 		return sframe_unwind_next_cached(uw);
-	return sframe_unwind_next_slow(uw);
+	return sframe_unwind_next_missed(uw);
 }
 
-void sframe_unwind_account(const struct sframe_user_unwind *uw)
+/*
+ * sframe_unwind_next() in a loop, for the sample path: the fast path is
+ * inline here, so a cached frame costs no call and no dispatch (some 20
+ * instructions a frame), and whether it applies is tested once, not for
+ * each frame: a step that stops the walk ends the loop, and only the
+ * steps out of line can find a registry (discovery), after which it is
+ * tested again.  A miss below the top takes its rule from the index, as
+ * in sframe_unwind_next().
+ */
+u32 sframe_unwind_fill(struct sframe_user_unwind *uw, u64 *frames, u32 n,
+		       u32 max)
 {
-	atomic64_inc(&sframe_counters.unwinds);
-	atomic64_add(uw->nr_sframe, &sframe_counters.frames_sframe);
-	atomic64_add(uw->nr_fp, &sframe_counters.frames_fp);
-	if (uw->stop == SFRAME_STOP_FAULT)
-		atomic64_inc(&sframe_counters.unwind_faults);
-	else if (uw->stop == SFRAME_STOP_BAD_FRAME)
-		atomic64_inc(&sframe_counters.unwind_bad_frames);
+	bool cached = sframe_unwind_cached(uw);
+	bool ok;
+	int ret;
+
+	if (uw->stop)
+		return n;
+	while (n < max) {
+		ret = cached ? sframe_step_cached(uw) : SFRAME_STEP_MISS;
+		if (ret == SFRAME_STEP_MISS || ret == SFRAME_STEP_SLOW) {
+			ok = ret == SFRAME_STEP_MISS ?
+				     sframe_unwind_next_missed(uw) :
+				     sframe_unwind_next_slow(uw);
+			if (!ok)
+				break;
+			cached = sframe_unwind_cached(uw);
+		} else if (ret) {
+			break;
+		}
+		frames[n++] = uw->ip;
+	}
+	return n;
 }

@@ -9,6 +9,7 @@
 #include <linux/ptrace.h>
 
 #include "registry.h"
+#include "stats.h"
 
 /*
  * Module-internal stop reason, never reported: the walk reached code whose
@@ -30,7 +31,12 @@
  */
 #define SFRAME_IRQ_WALK_BUDGET 512
 
-/* The state of one walk, one frame at a time (like the kernel's own). */
+/*
+ * The state of one walk, one frame at a time (like the kernel's own).
+ * sframe_unwind_start() (with sframe_unwind_set_mm()) sets each field but
+ * range, stack_lo/hi and sig_regs, which are written before they are
+ * read: a new field must be set there.
+ */
 struct sframe_user_unwind {
 	unsigned long ip, sp, bp;   /* the current frame */
 	const struct pt_regs *regs; /* registers of the topmost frame */
@@ -39,6 +45,11 @@ struct sframe_user_unwind {
 	u32 flags;                  /* SFRAME_UNWIND_F_* */
 	struct sframe_mm *smm;      /* registry of current->mm, or NULL */
 	struct sframe_row_cache *rows; /* its row cache */
+	/*
+	 * smm's generation when it was found, its low 32 bits (the row
+	 * cache's): what the fast path compares entries with.
+	 */
+	u32 gen;
 	bool can_sleep;             /* discovery allowed (task, faults on) */
 	bool retry_in_task;         /* stopped: discovery needs the task */
 	struct sframe_range range;  /* the section used last, if have_range */
@@ -82,7 +93,24 @@ void sframe_unwind_start(struct sframe_user_unwind *uw,
  */
 bool sframe_unwind_next(struct sframe_user_unwind *uw);
 
-/* Add a finished walk to the module's counters. */
-void sframe_unwind_account(const struct sframe_user_unwind *uw);
+/*
+ * Step while n < max, storing each caller's PC at frames[n++]: the same
+ * walk as sframe_unwind_next() in a loop, in fewer instructions a frame.
+ * Returns the new n, less than max when a step ended the walk.
+ */
+u32 sframe_unwind_fill(struct sframe_user_unwind *uw, u64 *frames, u32 n,
+		       u32 max);
+
+/* Add a finished walk to the module's counters (inline: every sample). */
+static inline void sframe_unwind_account(const struct sframe_user_unwind *uw)
+{
+	atomic64_inc(&sframe_counters.unwinds);
+	atomic64_add(uw->nr_sframe, &sframe_counters.frames_sframe);
+	atomic64_add(uw->nr_fp, &sframe_counters.frames_fp);
+	if (uw->stop == SFRAME_STOP_FAULT)
+		atomic64_inc(&sframe_counters.unwind_faults);
+	else if (uw->stop == SFRAME_STOP_BAD_FRAME)
+		atomic64_inc(&sframe_counters.unwind_bad_frames);
+}
 
 #endif /* SFRAME_UNWIND_USER_H */
