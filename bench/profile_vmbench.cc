@@ -9,9 +9,11 @@
 // rate (1 kHz, 10 kHz) it runs:
 //   none      no event: the baseline
 //   perf-only the cpu-clock event with its ring drained, no session
-//   session   the event and a session (this module), its records read as
-//             they come and written unparsed to a file in /tmp, as perf
-//             record does with its ring's samples
+//   session   the event and a session (this module), its records written
+//             unparsed to a file in /tmp as they come, as perf record does
+//             with its ring's samples: copied out with read() ("read"), or
+//             written straight from the mapped buffer ("mapped"), as perf
+//             record writes from its mapped ring
 // and, when `perf` is installed (linux-perf), `perf record -e cpu-clock -F
 // HZ --call-graph fp` on the same workload built with frame pointers
 // (session_workload_fpbuild) and `--call-graph dwarf` on the same workload.  Each
@@ -134,7 +136,7 @@ struct Result {
   std::string error;
 };
 
-enum class Mode { kNone, kPerfOnly, kSession };
+enum class Mode { kNone, kPerfOnly, kSession, kSessionMapped };
 
 Result RunOurs(const std::string& workload, uint64_t rounds, Mode mode, uint64_t hz) {
   Result r;
@@ -153,7 +155,8 @@ Result RunOurs(const std::string& workload, uint64_t rounds, Mode mode, uint64_t
     po.frequency = hz;
     ev.emplace(sframe::PerfEvent::open_process(c.pid, po));
   }
-  if (mode == Mode::kSession) {
+  const bool session = mode == Mode::kSession || mode == Mode::kSessionMapped;
+  if (session) {
     // Like perf record: wake the reader when a quarter of the buffer is
     // full, not at every record.
     sframe::SessionOptions so;
@@ -166,7 +169,23 @@ Result RunOurs(const std::string& workload, uint64_t rounds, Mode mode, uint64_t
   sframe::UniqueFd out;
   std::vector<char> buf(1u << 20);
   uint64_t bytes = 0;
+  sframe::SessionRing ring;
+  if (mode == Mode::kSessionMapped) ring = sframe::SessionRing::map(*s);
   auto copy_out = [&] {
+    if (ring) {
+      sframe::SessionRing::Span spans[2];
+      const size_t k = ring.unread(spans);
+      uint64_t n = 0;
+      for (size_t i = 0; i < k; i++) {
+        if (write(out.get(), spans[i].data, spans[i].size) != static_cast<ssize_t>(spans[i].size)) {
+          throw sframe::Error(errno, "write", data);
+        }
+        n += spans[i].size;
+      }
+      ring.consume(n);
+      bytes += n;
+      return;
+    }
     for (;;) {
       const ssize_t n = read(s->fd(), buf.data(), buf.size());
       if (n < 0 && errno != EAGAIN && errno != EINTR) throw sframe::Error(errno, "read", "session");
@@ -436,8 +455,11 @@ int main(int argc, char** argv) {
     for (uint64_t hz : {1000u, 10000u}) {
       Print("cpu-clock event only", hz,
             median_of([&] { return RunOurs(workload, rounds, Mode::kPerfOnly, hz); }), base.seconds);
-      Print("sframe session", hz,
+      Print("sframe session (read)", hz,
             median_of([&] { return RunOurs(workload, rounds, Mode::kSession, hz); }), base.seconds);
+      Print("sframe session (mapped)", hz,
+            median_of([&] { return RunOurs(workload, rounds, Mode::kSessionMapped, hz); }),
+            base.seconds);
       if (perf) {
         Print("perf fp (fp build)", hz,
               median_of([&] { return RunPerf(workload_fp, rounds, hz, "fp"); }),
@@ -447,7 +469,7 @@ int main(int argc, char** argv) {
       }
     }
     if (!perf) std::printf("  (perf not installed: no perf record comparison; linux-perf)\n");
-    std::printf("  bytes/sample: session = read() bytes per record; perf = perf.data size per "
+    std::printf("  bytes/sample: session = bytes written to the file per record; perf = perf.data size per "
                 "sample; cpu-clock event only = perf ring bytes (TID, TIME) per sample\n"
                 "  slowdown: against the same build without profiling (the fp build's row "
                 "'none (fp build)' shows what frame pointers cost by themselves)\n");

@@ -153,4 +153,35 @@ static inline void sframe_init_irq_work_hard(struct irq_work *work,
 	*work = IRQ_WORK_INIT_HARD(func);
 }
 
+/*
+ * A VMA's flags: set through vm_flags_set()/vm_flags_clear() from 6.3 on
+ * (the flags became read-only for the per-VMA locks); a plain field
+ * before.  Debian's 6.1 has not taken the helpers.
+ */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 3, 0)
+static inline void sframe_vm_flags_set(struct vm_area_struct *vma,
+				       vm_flags_t flags)
+{
+	vm_flags_set(vma, flags);
+}
+
+static inline void sframe_vm_flags_clear(struct vm_area_struct *vma,
+					 vm_flags_t flags)
+{
+	vm_flags_clear(vma, flags);
+}
+#else
+static inline void sframe_vm_flags_set(struct vm_area_struct *vma,
+				       vm_flags_t flags)
+{
+	vma->vm_flags |= flags;
+}
+
+static inline void sframe_vm_flags_clear(struct vm_area_struct *vma,
+					 vm_flags_t flags)
+{
+	vma->vm_flags &= ~flags;
+}
+#endif
+
 #endif /* SFRAME_COMPAT_H */

@@ -391,6 +391,13 @@ static __poll_t sframe_poll(struct file *file, poll_table *wait)
 	return s ? sframe_session_poll(s, file, wait) : EPOLLERR;
 }
 
+static int sframe_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	struct sframe_session *s = sframe_file_session(file);
+
+	return s ? sframe_session_mmap(s, vma) : -ENODEV;
+}
+
 static int sframe_release(struct inode *inode, struct file *file)
 {
 	struct sframe_session *s = sframe_file_session(file);
@@ -405,6 +412,7 @@ static const struct file_operations sframe_fops = {
 	.open = sframe_open,
 	.read = sframe_read,
 	.poll = sframe_poll,
+	.mmap = sframe_mmap,
 	.release = sframe_release,
 	.unlocked_ioctl = sframe_ioctl,
 	/* No compat_ioctl: the unwinder reads 64-bit AMD64 frames only. */

@@ -28,6 +28,15 @@
  * without the lock (the writer never touches unread bytes), then frees
  * them.  A record that does not fit is counted, and a LOST record with the
  * count goes first into the buffer once there is room.
+ *
+ * Or the reader maps the buffer, as perf record maps its ring, and writes
+ * the records to its file straight from it: a control page first (the
+ * uapi's sframe_session_mmap_page), then the ring, one vmalloc area.  The
+ * writer then publishes its head in the control page and takes the
+ * reader's tail from it, under the lock, only if it is one a reader could
+ * have written (sframe_ring_take_tail()).  From the first mapping on,
+ * the kernel never reads the ring again (read() is refused), since the
+ * reader may have written anything there.
  */
 #include <linux/capability.h>
 #include <linux/hashtable.h>
@@ -67,8 +76,11 @@ struct sframe_session {
 	u32 wakeup_bytes;      /* wake readers at this fill (0: always) */
 
 	raw_spinlock_t lock;   /* the ring's head and lost counts */
-	u8 *ring;
+	void *area;            /* the control page, then the ring */
+	struct sframe_session_mmap_page *ctl; /* = area, mappable */
+	u8 *ring;              /* = area + PAGE_SIZE */
 	u32 ring_size;         /* a power of two */
+	bool mapped;           /* ever mapped (under lock and read_lock) */
 	u64 head;              /* bytes ever written (under lock) */
 	u64 tail;              /* bytes ever read (under lock) */
 	u64 lost_pending;      /* dropped since the last LOST record */
@@ -188,6 +200,22 @@ static __always_inline void sframe_copy_words(u64 *dst, const u64 *src,
 static_assert(sizeof(struct sframe_sample_record) % sizeof(u64) == 0);
 static_assert(sizeof(struct sframe_lost_record) % sizeof(u64) == 0);
 
+/*
+ * Under s->lock, when the ring is mapped: the reader's tail from the
+ * control page, if it is one the reader could have written (a whole
+ * word, no older than the last one taken and not beyond the head).
+ * Anything else leaves the tail where it was: the ring fills and samples
+ * are dropped and counted, but no unread byte is written over.
+ */
+static void sframe_ring_take_tail(struct sframe_session *s)
+{
+	/* Pairs with the reader's store-release: it is done with the bytes. */
+	u64 tail = smp_load_acquire(&s->ctl->data_tail);
+
+	if (!(tail % sizeof(u64)) && tail - s->tail <= s->head - s->tail)
+		s->tail = tail;
+}
+
 static bool sframe_ring_fits(struct sframe_session *s, u32 len)
 {
 	return s->ring_size - (s->head - s->tail) >= len;
@@ -262,6 +290,8 @@ static void sframe_session_write(struct sframe_session *s,
 	}
 
 	raw_spin_lock_irqsave(&s->lock, irqflags);
+	if (s->mapped)
+		sframe_ring_take_tail(s);
 	if (sframe_ring_flush_lost(s, len) && sframe_ring_fits(s, len)) {
 		u64 pos = s->head;
 		u32 mask = sframe_ring_word_mask(s);
@@ -290,6 +320,8 @@ static void sframe_session_write(struct sframe_session *s,
 	} else {
 		s->lost_pending++;
 	}
+	/* The records (and a LOST one) before the head that shows them. */
+	smp_store_release(&s->ctl->data_head, s->head);
 	/* One cookie is one user unwind, however many samples share it. */
 	if (nr_user && smp->cookie != s->last_cookie) {
 		s->last_cookie = smp->cookie;
@@ -579,7 +611,7 @@ static void sframe_session_free(struct sframe_session *s, bool charged)
 		put_pid_ns(s->pid_ns);
 	put_pid(s->owner);
 	put_pid(s->target);
-	vfree(s->ring);
+	vfree(s->area);
 	kfree(s);
 }
 
@@ -632,17 +664,29 @@ long sframe_session_start(struct file *file, void __user *uarg)
 	if (ret)
 		goto fail;
 	charged = true;
-	s->ring = __vmalloc(s->ring_size, GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
-	if (!s->ring) {
+	/*
+	 * Zeroed: a reader may map all of it.  The control page is not
+	 * counted in session_max_user_kb (it is one page a session, and
+	 * sessions are counted); the memory cgroup is charged for all.
+	 */
+	s->area = __vmalloc(PAGE_SIZE + s->ring_size,
+			    GFP_KERNEL_ACCOUNT | __GFP_ZERO | __GFP_NOWARN);
+	if (!s->area) {
 		ret = -ENOMEM;
 		goto fail;
 	}
+	s->ctl = s->area;
+	s->ring = (u8 *)s->area + PAGE_SIZE;
+	s->ctl->version = SFRAME_SESSION_MMAP_VERSION;
+	s->ctl->data_offset = PAGE_SIZE;
+	s->ctl->data_size = s->ring_size;
 	raw_spin_lock_init(&s->lock);
 	mutex_init(&s->read_lock);
 	init_waitqueue_head(&s->wait);
 	init_irq_work(&s->wake_work, sframe_session_wake);
 
 	req.out_flags = s->kernel_visible ? SFRAME_SESSION_KERNEL_VISIBLE : 0;
+	req.buffer_size = s->ring_size;
 	if (copy_to_user(uarg, &req, min_t(size_t, usize, sizeof(req)))) {
 		ret = -EFAULT;
 		goto fail;
@@ -752,6 +796,11 @@ ssize_t sframe_session_read(struct sframe_session *s, struct file *file,
 
 	if (mutex_lock_interruptible(&s->read_lock))
 		return -ERESTARTSYS;
+	/* The reader may have written anything into a mapped ring. */
+	if (READ_ONCE(s->mapped)) {
+		ret = -EBUSY;
+		goto out;
+	}
 	for (;;) {
 		raw_spin_lock_irq(&s->lock);
 		tail = s->tail;
@@ -808,9 +857,60 @@ out:
 __poll_t sframe_session_poll(struct sframe_session *s, struct file *file,
 			     poll_table *wait)
 {
+	bool readable;
+
 	poll_wait(file, &s->wait, wait);
-	return READ_ONCE(s->head) != READ_ONCE(s->tail) ?
-		       EPOLLIN | EPOLLRDNORM : 0;
+	raw_spin_lock_irq(&s->lock);
+	if (s->mapped)
+		sframe_ring_take_tail(s);
+	readable = s->head != s->tail;
+	raw_spin_unlock_irq(&s->lock);
+	return readable ? EPOLLIN | EPOLLRDNORM : 0;
+}
+
+/*
+ * mmap() of the session: the whole area (control page and ring), or the
+ * control page alone, at offset 0, shared and writable (the reader writes data_tail), never
+ * executable, not inherited by fork() and not expandable.  Its pages are
+ * inserted now, as remap_vmalloc_range() would (which wants a VM_USERMAP
+ * area, one that vmalloc_user() makes without the memory cgroup's
+ * charge): at most PAGE_SIZE + SFRAME_SESSION_MAX_BUFFER, 16,385 pages.
+ * The file stays open while a mapping exists, so the session and its
+ * area outlive the mapping.
+ */
+int sframe_session_mmap(struct sframe_session *s, struct vm_area_struct *vma)
+{
+	unsigned long size = vma->vm_end - vma->vm_start, off;
+	int ret;
+
+	/* The control page alone tells a reader data_size. */
+	if (vma->vm_pgoff ||
+	    (size != PAGE_SIZE && size != PAGE_SIZE + s->ring_size))
+		return -EINVAL;
+	if ((vma->vm_flags & (VM_SHARED | VM_WRITE | VM_EXEC)) !=
+	    (VM_SHARED | VM_WRITE))
+		return -EINVAL;
+	sframe_vm_flags_set(vma, VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP);
+	sframe_vm_flags_clear(vma, VM_MAYEXEC);
+
+	/* read() holds read_lock: none is reading the ring from here on. */
+	mutex_lock(&s->read_lock);
+	raw_spin_lock_irq(&s->lock);
+	if (!s->mapped) {
+		WRITE_ONCE(s->ctl->data_tail, s->tail);
+		WRITE_ONCE(s->mapped, true);
+	}
+	raw_spin_unlock_irq(&s->lock);
+	mutex_unlock(&s->read_lock);
+
+	for (off = 0; off < size; off += PAGE_SIZE) {
+		ret = vm_insert_page(vma, vma->vm_start + off,
+				     vmalloc_to_page((u8 *)s->area + off));
+		if (ret)
+			return ret;
+		cond_resched();
+	}
+	return 0;
 }
 
 int sframe_sessions_init(void)

@@ -7,6 +7,7 @@
 #define SFRAME_SESSION_H
 
 #include <linux/fs.h>
+#include <linux/mm_types.h>
 #include <linux/poll.h>
 #include <linux/types.h>
 
@@ -21,6 +22,7 @@ ssize_t sframe_session_read(struct sframe_session *s, struct file *file,
 			    char __user *buf, size_t len);
 __poll_t sframe_session_poll(struct sframe_session *s, struct file *file,
 			     poll_table *wait);
+int sframe_session_mmap(struct sframe_session *s, struct vm_area_struct *vma);
 void sframe_session_release(struct sframe_session *s);
 
 /*

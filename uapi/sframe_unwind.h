@@ -29,8 +29,10 @@
 /*
  * Version of this ABI, returned by SFRAME_IOC_GET_STATS in abi_version.
  * 2: SFRAME_TARGET_EVENTS (a module of version 1 refuses it with EINVAL).
+ * 3: a session's buffer can be mapped (struct sframe_session_mmap_page);
+ *    SFRAME_IOC_SESSION_START returns the buffer's size in buffer_size.
  */
-#define SFRAME_UNWIND_ABI_VERSION 2
+#define SFRAME_UNWIND_ABI_VERSION 3
 
 /* Largest .sframe section the module accepts (bytes). */
 #define SFRAME_MAX_SECTION_SIZE (64u << 20)
@@ -402,7 +404,9 @@ struct sframe_list_sections {
  * is there unless the file is O_NONBLOCK (then EAGAIN); poll() says
  * EPOLLIN when one is.  read() on a file that is not a session is EINVAL.
  * One session per open file; closing the file ends the session.  Each
- * session's user stacks are unwound with its own unwind_flags.
+ * session's user stacks are unwound with its own unwind_flags.  Instead
+ * of read(), a reader may map the buffer (below), as perf record maps
+ * its ring, and write records out without copying them first.
  */
 
 /* Which tasks a session follows, in sframe_session_start.target_type. */
@@ -469,7 +473,8 @@ struct sframe_session_start {
 	__u32 max_kernel_frames; /* 0: default (and max)
 				    SFRAME_SESSION_MAX_KERNEL_FRAMES */
 	__u32 buffer_size;      /* bytes; 0: default; rounded up to a power
-				   of two within [MIN, MAX]_BUFFER */
+				   of two within [MIN, MAX]_BUFFER.  Out
+				   (ABI 3): the size used */
 	__u32 unwind_flags;     /* SFRAME_UNWIND_F_*; 0: SFRAME_UNWIND_F_ALL */
 	__u32 out_flags;        /* out: SFRAME_SESSION_* */
 	__u32 wakeup_bytes;     /* wake readers only once this many bytes
@@ -556,6 +561,51 @@ struct sframe_session_stats {
 	__u64 reserved[3];
 };
 #define SFRAME_SESSION_STATS_SIZE_VER0 72
+
+/*
+ * ---- A session's buffer, mapped (ABI version 3) ------------------------
+ *
+ *   len = page_size + buffer_size (as SFRAME_IOC_SESSION_START returned it)
+ *   mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, session_fd, 0)
+ *
+ * The first page is struct sframe_session_mmap_page; the buffer follows
+ * at data_offset, a ring of data_size bytes (a power of two) holding the
+ * same records read() returns, each at ring offset (position & (data_size
+ * - 1)).  A record may wrap from the ring's end to its start.  The reader
+ * loads data_head with acquire semantics, consumes the records in
+ * [data_tail, data_head), and then stores the position up to which it is
+ * done into data_tail with release semantics (perf's protocol for its
+ * ring, with positions in bytes ever written).  Until the reader moves
+ * data_tail, the kernel does not touch those bytes; a record that does
+ * not fit is dropped and counted (a LOST record follows, as with read()).
+ *
+ * data_tail is the reader's to write, and the kernel takes it only if it
+ * is a multiple of 8 and lies between the last data_tail it took and
+ * data_head; any other value leaves the ring as full as it was, so samples
+ * are dropped and counted, never written over unread ones.  The ring's
+ * bytes are the reader's to spoil too: the kernel never reads them.  For
+ * that reason, once a session's buffer has been mapped, read() on it
+ * fails with EBUSY.
+ *
+ * A mapping of page_size bytes maps the control page alone, for a reader
+ * that wants to learn data_size first.
+ *
+ * Errors of mmap(): EINVAL (an offset other than 0, a length other than
+ * page_size + buffer_size or page_size, a mapping that is not shared and
+ * writable),
+ * ENODEV (not a session).  The mapping is not inherited by fork() and
+ * cannot be made executable.  poll() works as with read(): EPOLLIN when
+ * data_head differs from a data_tail the kernel would take.
+ */
+#define SFRAME_SESSION_MMAP_VERSION 1
+struct sframe_session_mmap_page {
+	__u32 version;     /* SFRAME_SESSION_MMAP_VERSION */
+	__u32 data_offset; /* of the ring from the mapping's start */
+	__u64 data_size;   /* of the ring, bytes */
+	__u64 data_head;   /* bytes ever written: kernel-written, load-acquire */
+	__u64 data_tail;   /* bytes consumed: reader-written, store-release */
+	__u64 reserved[4]; /* 0 */
+};
 
 #define SFRAME_IOC_SESSION_START _IOWR(SFRAME_IOC_MAGIC, 5, struct sframe_session_start)
 #define SFRAME_IOC_SESSION_STATS _IOWR(SFRAME_IOC_MAGIC, 6, struct sframe_session_stats)

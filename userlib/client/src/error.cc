@@ -117,6 +117,10 @@ constexpr Description kDescriptions[] = {
     {"session stats", ENOTTY, "the module has no sessions"},
     {"session stats", EINVAL, "not a session, or invalid request (size)"},
     {"session read", EINVAL, "buffer too small for the next record, or not a session"},
+    {"session read", EBUSY, "the session's buffer is mapped: read it through the mapping"},
+    {"session map", ENODEV, "not a session, or a module before ABI 3 (no mapped buffer)"},
+    {"session map", EINVAL, "a length other than the control page or the whole buffer"},
+    {"session map", EBADMSG, "the control page is not one this library knows"},
 };
 
 }  // namespace

@@ -3,8 +3,10 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -214,6 +216,80 @@ size_t Session::read(std::vector<Record>* out) {
 
 size_t Session::poll_read(std::vector<Record>* out, int timeout_ms) {
   return wait(timeout_ms) ? read(out) : 0;
+}
+
+SessionRing SessionRing::map(const Session& session) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const std::string object = "session fd " + std::to_string(session.fd());
+  auto map = [&](size_t len) {
+    void* addr = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, session.fd(), 0);
+    if (addr == MAP_FAILED) throw Error(errno, op::kSessionMap, object);
+    return MappedRegion(addr, len);
+  };
+  uint64_t size, offset;
+  {
+    const MappedRegion first = map(page);
+    const auto* c = static_cast<const sframe_session_mmap_page*>(first.data());
+    size = c->data_size;
+    offset = c->data_offset;
+    if (c->version != SFRAME_SESSION_MMAP_VERSION || offset != page || size == 0 ||
+        (size & (size - 1)) != 0 || size > SFRAME_SESSION_MAX_BUFFER) {
+      throw Error(EBADMSG, op::kSessionMap, object,
+                  "control page version " + std::to_string(c->version) + ", data_offset " +
+                      std::to_string(offset) + ", data_size " + std::to_string(size));
+    }
+  }
+  SessionRing r;
+  r.map_ = map(offset + size);
+  r.data_offset_ = offset;
+  r.data_size_ = size;
+  return r;
+}
+
+size_t SessionRing::unread(Span spans[2]) const {
+  if (!map_) return 0;
+  const sframe_session_mmap_page* c = control();
+  const uint64_t head = __atomic_load_n(&c->data_head, __ATOMIC_ACQUIRE);
+  const uint64_t tail = c->data_tail;  // ours alone to write
+  const uint64_t n = head - tail;
+  if (n == 0 || n > data_size_) return 0;  // nothing, or a head no kernel wrote
+  const uint8_t* ring = map_.bytes() + data_offset_;
+  const size_t at = tail & (data_size_ - 1);
+  const size_t first = std::min<uint64_t>(n, data_size_ - at);
+  spans[0] = {ring + at, first};
+  if (first == n) return 1;
+  spans[1] = {ring, static_cast<size_t>(n - first)};
+  return 2;
+}
+
+void SessionRing::consume(uint64_t n) {
+  if (!map_) return;
+  auto* c = static_cast<sframe_session_mmap_page*>(map_.data());
+  const uint64_t head = __atomic_load_n(&c->data_head, __ATOMIC_ACQUIRE);
+  const uint64_t tail = c->data_tail;
+  if (n > head - tail) {
+    throw Error(EINVAL, op::kSessionMap, "ring",
+                "consume " + std::to_string(n) + " bytes of " + std::to_string(head - tail) + " unread");
+  }
+  // Release: our reads of those bytes are done before the kernel reuses them.
+  __atomic_store_n(&c->data_tail, tail + n, __ATOMIC_RELEASE);
+}
+
+size_t SessionRing::read(std::vector<Record>* out) {
+  Span spans[2];
+  const size_t k = unread(spans);
+  if (k == 0) return 0;
+  const uint8_t* p = spans[0].data;
+  size_t len = spans[0].size;
+  if (k == 2) {
+    buf_.assign(spans[0].data, spans[0].data + spans[0].size);
+    buf_.insert(buf_.end(), spans[1].data, spans[1].data + spans[1].size);
+    p = buf_.data();
+    len = buf_.size();
+  }
+  const size_t n = parse_records(p, len, out);
+  consume(len);
+  return n;
 }
 
 }  // namespace sframe

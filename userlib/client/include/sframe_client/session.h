@@ -7,6 +7,11 @@
 //   std::vector<sframe::Record> recs;
 //   while (s.wait(100)) s.read(&recs);      // or s.poll_read(&recs, 100)
 //
+// or, without read()'s copy, through the mapped buffer (ABI 3):
+//
+//   sframe::SessionRing ring = sframe::SessionRing::map(s);
+//   while (s.wait(100)) ring.read(&recs);   // or write ring.unread() out
+//
 // A session sees the samples of the perf events owned by the process that
 // started it (see uapi/sframe_unwind.h); PerfEvent (perf_event.h) opens one.
 #ifndef SFRAME_CLIENT_SESSION_H
@@ -31,6 +36,7 @@ inline constexpr const char kSessionStart[] = "session start";
 inline constexpr const char kSessionStats[] = "session stats";
 inline constexpr const char kSessionRead[] = "session read";
 inline constexpr const char kSessionPoll[] = "session poll";
+inline constexpr const char kSessionMap[] = "session map";
 }  // namespace op
 
 enum class Target : uint32_t {
@@ -153,6 +159,54 @@ class SFRAME_CLIENT_API Session {
   uint32_t out_flags_ = 0;
   std::vector<uint8_t> buf_;
   uint64_t bytes_read_ = 0;
+};
+
+// A session's buffer mapped into this process (ABI 3; "mapped" in the
+// uapi header): records are consumed in place, as perf record consumes its
+// ring, and can be written to a file with no copy in between.  Once a
+// session's buffer has been mapped, Session::read() fails with EBUSY.  The
+// mapping does not keep the session open: destroy the ring first, or keep
+// the Session alive as long.  Movable, not copyable; one thread at a time.
+class SFRAME_CLIENT_API SessionRing {
+ public:
+  SessionRing() = default;
+
+  // Maps session's buffer (the control page first, to learn its size).
+  // Throws sframe::Error(op::kSessionMap): ENODEV from a module before
+  // ABI 3, EBADMSG for a control page of another version, mmap(2)'s errnos.
+  static SessionRing map(const Session& session);
+
+  // A piece of the ring: the unread bytes are one piece, or two where they
+  // wrap from the ring's end to its start.
+  struct Span {
+    const uint8_t* data = nullptr;
+    size_t size = 0;
+  };
+  // The bytes written and not yet consumed, [data_tail, data_head), as
+  // spans[0] and spans[1]; returns how many spans (0: nothing).  Whole
+  // records: the kernel publishes data_head after each one.
+  size_t unread(Span spans[2]) const;
+  // Gives n bytes, from the first unread one, back to the kernel; n at
+  // most what unread() showed (whole records, for a reader to come).
+  // Throws sframe::Error(EINVAL) beyond that.
+  void consume(uint64_t n);
+
+  // Parses the unread records into out (appended; see parse_records()) and
+  // consumes them.  Returns the number of records appended.
+  size_t read(std::vector<Record>* out);
+
+  size_t data_size() const noexcept { return data_size_; }
+  explicit operator bool() const noexcept { return static_cast<bool>(map_); }
+
+ private:
+  const sframe_session_mmap_page* control() const noexcept {
+    return static_cast<const sframe_session_mmap_page*>(map_.data());
+  }
+
+  MappedRegion map_;
+  size_t data_offset_ = 0;
+  size_t data_size_ = 0;
+  std::vector<uint8_t> buf_;  // a wrapped stretch, made contiguous
 };
 
 }  // namespace sframe
