@@ -426,6 +426,17 @@ static bool sframe_step_fp(struct sframe_user_unwind *uw)
 }
 
 /*
+ * A PC below the top that no section covers: frame pointers, where the
+ * walk may use them (the general step and the cached one alike).
+ */
+static bool sframe_step_uncovered(struct sframe_user_unwind *uw)
+{
+	if (!(uw->flags & SFRAME_UNWIND_F_FP))
+		return sframe_stop(uw, SFRAME_STOP_NO_COVERAGE);
+	return sframe_step_fp(uw);
+}
+
+/*
  * glibc's and musl's __restore_rt, where a handler returns to:
  * mov $__NR_rt_sigreturn, %rax; syscall.
  */
@@ -664,11 +675,7 @@ static __always_inline int sframe_step_cached(struct sframe_user_unwind *uw)
 		if (top || !(rule.flags & SFRAME_RULE_UNCOVERED))
 			return SFRAME_STEP_SLOW;
 		uw->caller_of_topmost = false;
-		if (!(uw->flags & SFRAME_UNWIND_F_FP)) {
-			sframe_stop(uw, SFRAME_STOP_NO_COVERAGE);
-			return -ENOENT;
-		}
-		return sframe_step_fp(uw) ? 0 : -ENOENT;
+		return sframe_step_uncovered(uw) ? 0 : -ENOENT;
 	}
 	return sframe_step_rule(uw, &rule);
 }
@@ -708,9 +715,7 @@ static noinline bool sframe_unwind_next_slow(struct sframe_user_unwind *uw)
 	 */
 	if (uw->topmost && sframe_at_sigreturn(uw))
 		return sframe_step_signal(uw);
-	if (!(uw->flags & SFRAME_UNWIND_F_FP))
-		return sframe_stop(uw, SFRAME_STOP_NO_COVERAGE);
-	ok = sframe_step_fp(uw);
+	ok = sframe_step_uncovered(uw);
 	uw->topmost = false;
 	uw->caller_of_topmost = was_topmost;
 	return ok;
