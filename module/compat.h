@@ -71,6 +71,21 @@ static inline unsigned long sframe_function_entry(unsigned long kprobe_addr)
  * signature lost the header argument in 6.3.
  */
 #define SFRAME_SAMPLE_HOOK_SYMBOL "perf_prepare_sample"
+
+/*
+ * The argument registers an ftrace_ops handler gets (ftrace_caller saves
+ * them in pt_regs' layout): struct ftrace_regs wraps a pt_regs on 6.1 and
+ * became opaque, behind arch_ftrace_regs(), in 6.12.  perf_hook.c needs
+ * DYNAMIC_FTRACE_WITH_ARGS, which saves them without a full pt_regs.
+ */
+#ifndef CONFIG_DYNAMIC_FTRACE_WITH_ARGS
+#error "sframe_unwind hooks perf's sample path through ftrace and needs CONFIG_DYNAMIC_FTRACE_WITH_ARGS"
+#endif
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 12, 0)
+#define sframe_ftrace_args(fregs) (&arch_ftrace_regs(fregs)->regs)
+#else
+#define sframe_ftrace_args(fregs) (&(fregs)->regs)
+#endif
 #if LINUX_VERSION_CODE < KERNEL_VERSION(6, 3, 0)
 /* (header, data, event, regs) */
 #define SFRAME_SAMPLE_HOOK_EVENT(kregs) ((struct perf_event *)(kregs)->dx)
@@ -115,12 +130,12 @@ static inline int sframe_call_security_perf_event_open(void *fn,
  * - spinlock_t, rwlock_t, wait queues (their lock is a spinlock_t) and the
  *   slab allocator take sleeping locks (rt_mutex), so code that runs with
  *   preemption or interrupts off may use none of them: not in a hard
- *   interrupt, not in a kprobe handler, not in a tracepoint probe.  The
+ *   interrupt, not in an ftrace or kprobe handler, not in a tracepoint probe.  The
  *   perf sample path is all three on RT as elsewhere: perf's cpu-clock and
  *   task-clock hrtimers expire in hard interrupt context (HRTIMER_MODE_*_HARD
  *   on every kernel), software events (page faults, context switches) run
  *   perf_sw_event() with preemption off, hardware ones come in NMI, and the
- *   kprobe on perf_prepare_sample() runs with preemption off in any case.
+ *   hook on perf_prepare_sample() runs with preemption off in any case.
  *   raw_spinlock_t, atomics, llists, RCU readers, irq_work_queue(),
  *   task_work_add() and schedule_delayed_work() stay allowed there.
  * - An irq_work runs in the per-CPU irq_work/N thread, preemptible, unless

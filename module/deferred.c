@@ -262,8 +262,8 @@ static DECLARE_DELAYED_WORK(sframe_flush_work, sframe_flush_fn);
 /*
  * Walks done in the interrupt itself: see sframe_unwind_now().  The
  * sample is delivered before the interrupt returns, so it needs no pool
- * entry and no references: one per CPU serves, as the kprobe does not
- * nest on a CPU and NMIs never take this path.
+ * entry and no references: one per CPU serves, as the hook does not
+ * nest within one context (perf_hook.c) and NMIs never take this path.
  */
 #define SFRAME_NOW_MAX_FRAMES 128
 struct sframe_now_buf {

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* The kprobe on perf's sample path. */
+/* The hook on perf's sample path (its ftrace site). */
 #ifndef SFRAME_PERF_HOOK_H
 #define SFRAME_PERF_HOOK_H
 
@@ -14,7 +14,7 @@ typedef void (*sframe_perf_sample_fn)(struct pt_regs *regs,
 				      struct perf_event *event);
 
 /*
- * Register the kprobe, calling fn for each sample (at the first session;
+ * Register the hook, calling fn for each sample (at the first session;
  * later calls, with the same fn, are no-ops).  Callers serialise.
  */
 int sframe_perf_hook_enable(sframe_perf_sample_fn fn);

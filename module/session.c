@@ -7,13 +7,13 @@
  * or whatever task its events sample (SFRAME_TARGET_EVENTS: a command and
  * its descendants, through inherited events), and takes samples of the
  * perf events its own process opened, never of anyone else's.  It is the
- * consumer of deferred.c: perf_hook.c's kprobe hands each perf sample to
+ * consumer of deferred.c: perf_hook.c's hook hands each perf sample to
  * sframe_sessions_sample(), which asks deferred.c for it if a session
  * wants it, and deferred.c hands it back through the callbacks below once
  * its user stack is known.  Records are written into a session's buffer
  * from a task_work, an irq_work or the interrupt itself, never in NMI, so
  * a spinlock guards the buffer: a raw one, since on PREEMPT_RT a
- * spinlock_t sleeps and the interrupt (or the kprobe, preemption off)
+ * spinlock_t sleeps and the interrupt (or the hook, preemption off)
  * writes too.  For the same reason a writer in atomic context on RT
  * leaves the reader's wakeup to an irq_work (compat.h).  The NMI side only
  * looks, under RCU, at the sessions of the one process that owns the
@@ -432,8 +432,8 @@ static struct pid *sframe_event_owner(struct perf_event *event)
  * PREEMPT_RCU): every caller of the hooked function holds the RCU read
  * side already (perf's __perf_event_output() and bpf_overflow_handler(),
  * for the callchain buffers and the program), and the handler runs with
- * preemption disabled (the kprobe's), which synchronize_rcu() waits for
- * too.
+ * preemption disabled (by the hook's recursion lock), which
+ * synchronize_rcu() waits for too.
  */
 static void sframe_sessions_perf_sample(struct pt_regs *regs,
 				       struct perf_event *event)
