@@ -241,17 +241,40 @@ static bool sframe_ring_flush_lost(struct sframe_session *s, u32 next_len)
 	return true;
 }
 
+/*
+ * Every field of a sample record but its frames.  Written straight into
+ * the ring where the record does not wrap (nearly always), rather than
+ * built on the stack and copied: the stack copy is zeroed first (the
+ * kernel is built to zero every local), and both cost a store a word.
+ * Every field is written, reserved ones included: a mapped ring holds
+ * whatever its reader wrote there.
+ */
+/* Its fields, with no padding between them that the fill would miss. */
+static_assert(sizeof(struct sframe_sample_record) == 48);
+static __always_inline void
+sframe_record_fill(struct sframe_sample_record *rec,
+		   const struct sframe_sample *smp, u32 len, u32 pid, u32 tid,
+		   u32 flags, u32 nr_kernel, u32 nr_user, u32 user_stop)
+{
+	rec->header.type = SFRAME_RECORD_SAMPLE;
+	rec->header.reserved = 0;
+	rec->header.size = len;
+	rec->pid = pid;
+	rec->tid = tid;
+	rec->time = smp->time;
+	rec->cookie = smp->cookie;
+	rec->cpu = smp->cpu;
+	rec->flags = flags;
+	rec->nr_kernel = nr_kernel;
+	rec->nr_user = nr_user;
+	rec->user_stop = user_stop;
+}
+
 static void sframe_session_write(struct sframe_session *s,
 				 const struct sframe_sample *smp, u32 flags,
 				 const struct sframe_user_stacks *stacks)
 {
-	struct sframe_sample_record rec = {
-		.header = { .type = SFRAME_RECORD_SAMPLE },
-		.time = smp->time,
-		.cookie = smp->cookie,
-		.cpu = smp->cpu,
-	};
-	u32 nr_kernel = 0, nr_user = 0, len;
+	u32 nr_kernel = 0, nr_user = 0, user_stop = 0, len, pid, tid;
 	const u64 *user = NULL;
 	bool wake = false;
 	unsigned long irqflags;
@@ -261,7 +284,7 @@ static void sframe_session_write(struct sframe_session *s,
 	if (stacks && stacks->frames[s->unwind_flags]) {
 		user = stacks->frames[s->unwind_flags];
 		nr_user = stacks->nr[s->unwind_flags];
-		rec.user_stop = stacks->stop[s->unwind_flags];
+		user_stop = stacks->stop[s->unwind_flags];
 	} else if (stacks) {
 		flags |= SFRAME_SAMPLE_F_NO_USER;
 	}
@@ -270,11 +293,8 @@ static void sframe_session_write(struct sframe_session *s,
 	else if (smp->nr_kernel)
 		flags |= SFRAME_SAMPLE_F_KERNEL_HIDDEN;
 	nr_user = min(nr_user, s->max_user);
-	rec.flags = flags;
-	rec.nr_kernel = nr_kernel;
-	rec.nr_user = nr_user;
-	len = sizeof(rec) + (nr_kernel + nr_user) * sizeof(u64);
-	rec.header.size = len;
+	len = sizeof(struct sframe_sample_record) +
+	      (nr_kernel + nr_user) * sizeof(u64);
 
 	/*
 	 * pid and tid as the reader's namespace sees them (0: invisible).
@@ -282,11 +302,11 @@ static void sframe_session_write(struct sframe_session *s,
 	 * number (what pid_nr_ns() returns there), without two calls.
 	 */
 	if (s->pid_ns == &init_pid_ns) {
-		rec.pid = pid_nr(smp->tgid);
-		rec.tid = pid_nr(smp->pid);
+		pid = pid_nr(smp->tgid);
+		tid = pid_nr(smp->pid);
 	} else {
-		rec.pid = pid_nr_ns(smp->tgid, s->pid_ns);
-		rec.tid = pid_nr_ns(smp->pid, s->pid_ns);
+		pid = pid_nr_ns(smp->tgid, s->pid_ns);
+		tid = pid_nr_ns(smp->pid, s->pid_ns);
 	}
 
 	raw_spin_lock_irqsave(&s->lock, irqflags);
@@ -301,12 +321,18 @@ static void sframe_session_write(struct sframe_session *s,
 			/* Nearly always: the record does not wrap. */
 			u64 *dst = (u64 *)s->ring + at;
 
-			sframe_copy_words(dst, (const u64 *)&rec,
-					  sizeof(rec) / sizeof(u64));
-			dst += sizeof(rec) / sizeof(u64);
+			sframe_record_fill((struct sframe_sample_record *)dst,
+					   smp, len, pid, tid, flags,
+					   nr_kernel, nr_user, user_stop);
+			dst += sizeof(struct sframe_sample_record) /
+			       sizeof(u64);
 			sframe_copy_words(dst, smp->kernel, nr_kernel);
 			sframe_copy_words(dst + nr_kernel, user, nr_user);
 		} else {
+			struct sframe_sample_record rec;
+
+			sframe_record_fill(&rec, smp, len, pid, tid, flags,
+					   nr_kernel, nr_user, user_stop);
 			sframe_ring_put(s, pos, (const u64 *)&rec,
 					sizeof(rec) / sizeof(u64));
 			pos += sizeof(rec);
