@@ -159,7 +159,13 @@ Sampling open_sampling(const sframe::PerfEventSpec& spec, bool follow, sframe::T
   if (follow) tasks = sframe::PerfEvent::open(task_events_spec(spec));
   options.wakeup_bytes = SFRAME_SESSION_DEFAULT_BUFFER / 4;
   sframe::Session session = sframe::Session::start(target, target_id, options);
-  return Sampling{std::move(event), std::move(session), std::move(tasks)};
+  sframe::SessionRing ring;
+  try {
+    ring = sframe::SessionRing::map(session);
+  } catch (const sframe::Error& e) {
+    if (e.err() != ENODEV) throw;  // a module before ABI 3: read() then
+  }
+  return Sampling{std::move(event), std::move(session), std::move(tasks), std::move(ring)};
 }
 
 void ensure_descriptors(size_t events, size_t spare, const std::string& what,

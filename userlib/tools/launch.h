@@ -41,10 +41,25 @@ int exit_code(int wait_status);
 // `tasks` reports each new process, exec and executable mapping.  Without
 // follow, the session takes process pid's samples only and `tasks` is
 // empty.
+//
+// The records come through the session's mapped buffer (`ring`), as perf
+// record takes its samples, with no read() copy; with a module before
+// ABI 3, which cannot map it, through read().
 struct Sampling {
   sframe::PerfEvent event;
   sframe::Session session;
   sframe::PerfEvent tasks;
+  sframe::SessionRing ring;
+
+  // What the session has, parsed into out (appended).
+  size_t read(std::vector<sframe::Record>* out) {
+    return ring ? ring.read(out) : session.read(out);
+  }
+  uint64_t bytes_read() const { return ring ? ring.bytes_read() : session.bytes_read(); }
+  // Waits up to timeout_ms for records, then read().
+  size_t poll_read(std::vector<sframe::Record>* out, int timeout_ms) {
+    return session.wait(timeout_ms) ? read(out) : 0;
+  }
 };
 Sampling open_sampling(pid_t pid, bool all, bool command, bool follow, uint64_t hz,
                        sframe::SessionOptions options);

@@ -163,7 +163,7 @@ int cmd_record(int argc, char** argv) {
   std::vector<sframe::Record> recs;
   auto consume = [&](int timeout) {
     recs.clear();
-    size_t n = session.poll_read(&recs, timeout);
+    size_t n = sampling.poll_read(&recs, timeout);
     for (const sframe::Record& r : recs) {
       if (r.is_sample()) samples++;
       if (r.is_lost()) lost_records += r.lost;
@@ -209,7 +209,7 @@ int cmd_record(int argc, char** argv) {
       " user unwinds; perf counted %" PRIu64
       " samples; %.1f bytes per record; kernel addresses %s\n",
       secs, hz, st.samples, samples, st.lost, st.lost_capture, st.unwinds, pc.samples,
-      samples ? double(session.bytes_read()) / double(samples) : 0.0,
+      samples ? double(sampling.bytes_read()) / double(samples) : 0.0,
       session.kernel_visible() ? (printer.ksym ? "shown" : "shown (no kallsyms)") : "hidden");
   (void)lost_records;
   if (command && child_status >= 0) {

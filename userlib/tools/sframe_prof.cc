@@ -585,7 +585,7 @@ int record(prof::RecordOptions& o) {
       for (size_t i = 1; i < fds.size(); i++) {
         if (fds[i].revents & (POLLHUP | POLLERR)) fds[i].fd = -1;
       }
-      n = session.read(&recs);
+      n = sampling.read(&recs);
       news.clear();
       n += tasks.read_task_events(&news);
       // New processes are covered first, then the records are filed.
@@ -602,7 +602,7 @@ int record(prof::RecordOptions& o) {
                  });
       held.swap(merged);
     } else {
-      n = session.poll_read(&recs, timeout);
+      n = sampling.poll_read(&recs, timeout);
     }
     for (const sframe::Record& r : recs) {
       if (r.is_sample()) {

@@ -273,6 +273,7 @@ void SessionRing::consume(uint64_t n) {
   }
   // Release: our reads of those bytes are done before the kernel reuses them.
   __atomic_store_n(&c->data_tail, tail + n, __ATOMIC_RELEASE);
+  bytes_read_ += n;
 }
 
 size_t SessionRing::read(std::vector<Record>* out) {

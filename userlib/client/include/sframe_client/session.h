@@ -196,6 +196,8 @@ class SFRAME_CLIENT_API SessionRing {
   size_t read(std::vector<Record>* out);
 
   size_t data_size() const noexcept { return data_size_; }
+  // Bytes consumed so far (for bytes-per-sample figures).
+  uint64_t bytes_read() const noexcept { return bytes_read_; }
   explicit operator bool() const noexcept { return static_cast<bool>(map_); }
 
  private:
@@ -206,6 +208,7 @@ class SFRAME_CLIENT_API SessionRing {
   MappedRegion map_;
   size_t data_offset_ = 0;
   size_t data_size_ = 0;
+  uint64_t bytes_read_ = 0;
   std::vector<uint8_t> buf_;  // a wrapped stretch, made contiguous
 };
 
