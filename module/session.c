@@ -80,7 +80,7 @@ struct sframe_session {
 	struct sframe_session_mmap_page *ctl; /* = area, mappable */
 	u8 *ring;              /* = area + PAGE_SIZE */
 	u32 ring_size;         /* a power of two */
-	bool mapped;           /* ever mapped (under lock and read_lock) */
+	bool mapped;           /* ever mapped (set under lock) */
 	u64 head;              /* bytes ever written (under lock) */
 	u64 tail;              /* bytes ever read (under lock) */
 	u64 lost_pending;      /* dropped since the last LOST record */
@@ -812,6 +812,13 @@ static void sframe_ring_peek_header(struct sframe_session *s, u64 pos,
 	memcpy(h, &word, sizeof(*h));
 }
 
+/* A record's size as the writer makes them: whole words, within left. */
+static bool sframe_record_size_ok(u32 size, u64 left)
+{
+	return size >= sizeof(struct sframe_record_header) &&
+	       !(size % sizeof(u64)) && size <= left;
+}
+
 ssize_t sframe_session_read(struct sframe_session *s, struct file *file,
 			    char __user *buf, size_t len)
 {
@@ -822,7 +829,13 @@ ssize_t sframe_session_read(struct sframe_session *s, struct file *file,
 
 	if (mutex_lock_interruptible(&s->read_lock))
 		return -ERESTARTSYS;
-	/* The reader may have written anything into a mapped ring. */
+	/*
+	 * The reader may have written anything into a mapped ring.  A
+	 * mapping made while this read() runs is not waited for (mmap()
+	 * holds mmap_lock, which a fault of the copy below takes): the
+	 * header checks below keep this read() bounded whatever the ring
+	 * holds.
+	 */
 	if (READ_ONCE(s->mapped)) {
 		ret = -EBUSY;
 		goto out;
@@ -848,12 +861,14 @@ ssize_t sframe_session_read(struct sframe_session *s, struct file *file,
 	 * records that fit are copied in one go (two where the ring wraps),
 	 * not one by one: a reader keeping up at 10 kHz takes a few hundred
 	 * records per read().  The walk over their headers is bounded by
-	 * head - tail, at least 8 bytes a record.
+	 * head - tail, at least 8 bytes a record (a header that says
+	 * otherwise, which only a mapping's writer can have made, ends it).
 	 */
 	end = tail;
 	while (end != head) {
 		sframe_ring_peek_header(s, end, &h);
-		if (h.size > len - (end - tail))
+		if (!sframe_record_size_ok(h.size, head - end) ||
+		    h.size > len - (end - tail))
 			break;
 		end += h.size;
 	}
@@ -865,7 +880,8 @@ ssize_t sframe_session_read(struct sframe_session *s, struct file *file,
 	/* On a fault, consume the records that were copied whole, if any. */
 	while (tail != end) {
 		sframe_ring_peek_header(s, tail, &h);
-		if (done + h.size > copied)
+		if (!sframe_record_size_ok(h.size, end - tail) ||
+		    done + h.size > copied)
 			break;
 		done += h.size;
 		tail += h.size;
@@ -874,6 +890,9 @@ ssize_t sframe_session_read(struct sframe_session *s, struct file *file,
 
 	raw_spin_lock_irq(&s->lock);
 	s->tail = tail;
+	/* Mapped meanwhile: the mapping's reader goes on from here. */
+	if (s->mapped)
+		WRITE_ONCE(s->ctl->data_tail, tail);
 	raw_spin_unlock_irq(&s->lock);
 out:
 	mutex_unlock(&s->read_lock);
@@ -919,15 +938,18 @@ int sframe_session_mmap(struct sframe_session *s, struct vm_area_struct *vma)
 	sframe_vm_flags_set(vma, VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP);
 	sframe_vm_flags_clear(vma, VM_MAYEXEC);
 
-	/* read() holds read_lock: none is reading the ring from here on. */
-	mutex_lock(&s->read_lock);
+	/*
+	 * From here on read() refuses.  Not under read_lock: a read() holds
+	 * it across a copy to user memory whose fault takes mmap_lock, which
+	 * our caller holds.  A read() already past its check stays bounded
+	 * (its header checks) and hands its tail on (sframe_session_read()).
+	 */
 	raw_spin_lock_irq(&s->lock);
 	if (!s->mapped) {
 		WRITE_ONCE(s->ctl->data_tail, s->tail);
 		WRITE_ONCE(s->mapped, true);
 	}
 	raw_spin_unlock_irq(&s->lock);
-	mutex_unlock(&s->read_lock);
 
 	for (off = 0; off < size; off += PAGE_SIZE) {
 		ret = vm_insert_page(vma, vma->vm_start + off,

@@ -79,16 +79,23 @@ sframe::PerfEventOptions Perf(bool user_only) {
   return po;
 }
 
+// Reads the mapped ring into out for ms, draining ev (enabled by the
+// caller).
+void ReadMappedFor(Session* s, SessionRing* ring, sframe::PerfEvent* ev, int ms,
+                   std::vector<Record>* out) {
+  for (uint64_t end = NowMs() + static_cast<uint64_t>(ms); NowMs() < end;) {
+    s->wait(50);
+    ring->read(out);
+    ev->drain();
+  }
+}
+
 // Reads the mapped ring for ms while ev samples, as Collect() reads a
 // session with read().
 std::vector<Record> CollectMapped(Session* s, SessionRing* ring, sframe::PerfEvent* ev, int ms) {
   std::vector<Record> out;
   ev->enable();
-  for (uint64_t end = NowMs() + static_cast<uint64_t>(ms); NowMs() < end;) {
-    s->wait(50);
-    ring->read(&out);
-    ev->drain();
-  }
+  ReadMappedFor(s, ring, ev, ms, &out);
   ev->disable();
   ev->drain();
   for (uint64_t quiet = NowMs(); NowMs() - quiet < 300;) {
@@ -116,11 +123,7 @@ std::string GarbageTails(bool user_only) {
   // taken a tail above 0 (tail0).
   ev.enable();
   std::vector<Record> before;
-  for (uint64_t end = NowMs() + 200; NowMs() < end;) {
-    s.wait(50);
-    ring.read(&before);
-    ev.drain();
-  }
+  ReadMappedFor(&s, &ring, &ev, 200, &before);
   const uint64_t tail0 = c.tail();
   if (tail0 == 0) err << "no records in 200 ms at 10 kHz\n";
   usleep(20000);  // the next record's writer takes tail0
@@ -194,11 +197,7 @@ std::string GarbageTails(bool user_only) {
   // counts every dropped sample.
   ev.enable();
   std::vector<Record> after;
-  for (uint64_t end = NowMs() + 500; NowMs() < end;) {
-    s.wait(50);
-    ring.read(&after);
-    ev.drain();
-  }
+  ReadMappedFor(&s, &ring, &ev, 500, &after);
   ev.disable();
   ev.drain();
   usleep(300000);
