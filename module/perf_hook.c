@@ -6,9 +6,9 @@
  * written to a perf ring buffer goes through one function (see compat.h:
  * perf_prepare_sample() on 6.1), called in the sample's own context: NMI
  * for hardware events, the hrtimer interrupt for software ones.  An
- * ftrace_ops there sees the event and the sampled registers, and hands both to the
- * function its user (session.c) gave.  The hook exists from the first
- * session on; perf pays nothing for the module before that.
+ * ftrace_ops there sees the event and the sampled registers, and hands
+ * both to the function its user (session.c) gave.  The hook exists from
+ * the first session on; perf pays nothing for the module before that.
  */
 #include <linux/err.h>
 #include <linux/ftrace.h>

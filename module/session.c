@@ -241,6 +241,9 @@ static bool sframe_ring_flush_lost(struct sframe_session *s, u32 next_len)
 	return true;
 }
 
+/* The record's fields, with no padding between them that a fill would miss. */
+static_assert(sizeof(struct sframe_sample_record) == 48);
+
 /*
  * Every field of a sample record but its frames.  Written straight into
  * the ring where the record does not wrap (nearly always), rather than
@@ -249,8 +252,6 @@ static bool sframe_ring_flush_lost(struct sframe_session *s, u32 next_len)
  * Every field is written, reserved ones included: a mapped ring holds
  * whatever its reader wrote there.
  */
-/* Its fields, with no padding between them that the fill would miss. */
-static_assert(sizeof(struct sframe_sample_record) == 48);
 static __always_inline void
 sframe_record_fill(struct sframe_sample_record *rec,
 		   const struct sframe_sample *smp, u32 len, u32 pid, u32 tid,
@@ -915,8 +916,9 @@ __poll_t sframe_session_poll(struct sframe_session *s, struct file *file,
 
 /*
  * mmap() of the session: the whole area (control page and ring), or the
- * control page alone, at offset 0, shared and writable (the reader writes data_tail), never
- * executable, not inherited by fork() and not expandable.  Its pages are
+ * control page alone, at offset 0, shared and writable (the reader writes
+ * data_tail), never executable, not inherited by fork() and not
+ * expandable.  Its pages are
  * inserted now, as remap_vmalloc_range() would (which wants a VM_USERMAP
  * area, one that vmalloc_user() makes without the memory cgroup's
  * charge): at most PAGE_SIZE + SFRAME_SESSION_MAX_BUFFER, 16,385 pages.
