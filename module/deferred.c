@@ -119,33 +119,39 @@ static u64 sframe_ns_to_cycles(u64 ns)
 	return mul_u64_u32_div(ns, tsc_khz, NSEC_PER_MSEC);
 }
 
+/* A per-CPU sum shown as a parameter; in_cycles: TSC cycles, shown in ns. */
+struct sframe_percpu_param {
+	unsigned long __percpu *sum;
+	bool in_cycles;
+};
+
 static int sframe_param_set_percpu(const char *val,
 				   const struct kernel_param *kp)
 {
-	unsigned long __percpu *sum = (unsigned long __percpu *)kp->arg;
+	const struct sframe_percpu_param *p = kp->arg;
 	unsigned long v;
 	int ret = kstrtoul(val, 0, &v);
 	int cpu;
 
 	if (ret)
 		return ret;
-	if (sum == &irq_walk_cycles)
+	if (p->in_cycles)
 		v = sframe_ns_to_cycles(v);
 	for_each_possible_cpu(cpu)
-		*per_cpu_ptr(sum, cpu) = 0;
-	*per_cpu_ptr(sum, cpumask_first(cpu_possible_mask)) = v;
+		*per_cpu_ptr(p->sum, cpu) = 0;
+	*per_cpu_ptr(p->sum, cpumask_first(cpu_possible_mask)) = v;
 	return 0;
 }
 
 static int sframe_param_get_percpu(char *buf, const struct kernel_param *kp)
 {
-	unsigned long __percpu *sum = (unsigned long __percpu *)kp->arg;
+	const struct sframe_percpu_param *p = kp->arg;
 	unsigned long total = 0;
 	int cpu;
 
 	for_each_possible_cpu(cpu)
-		total += READ_ONCE(*per_cpu_ptr(sum, cpu));
-	if (sum == &irq_walk_cycles)
+		total += READ_ONCE(*per_cpu_ptr(p->sum, cpu));
+	if (p->in_cycles)
 		total = sframe_cycles_to_ns(total);
 	return sysfs_emit(buf, "%lu\n", total);
 }
@@ -154,9 +160,18 @@ static const struct kernel_param_ops sframe_param_percpu_ops = {
 	.set = sframe_param_set_percpu,
 	.get = sframe_param_get_percpu,
 };
-module_param_cb(irq_walks, &sframe_param_percpu_ops, &irq_walks, 0644);
+static struct sframe_percpu_param sframe_irq_walks_param = {
+	.sum = &irq_walks,
+};
+static struct sframe_percpu_param sframe_irq_walk_ns_param = {
+	.sum = &irq_walk_cycles,
+	.in_cycles = true,
+};
+module_param_cb(irq_walks, &sframe_param_percpu_ops, &sframe_irq_walks_param,
+		0644);
 MODULE_PARM_DESC(irq_walks, "User walks done in interrupt context");
-module_param_cb(irq_walk_ns, &sframe_param_percpu_ops, &irq_walk_cycles, 0644);
+module_param_cb(irq_walk_ns, &sframe_param_percpu_ops,
+		&sframe_irq_walk_ns_param, 0644);
 MODULE_PARM_DESC(irq_walk_ns, "Their total time (ns)");
 
 static int sframe_param_set_max(const char *val, const struct kernel_param *kp)
