@@ -76,9 +76,9 @@ struct sframe_session {
 	u32 wakeup_bytes;      /* wake readers at this fill (0: always) */
 
 	raw_spinlock_t lock;   /* the ring's head and lost counts */
-	void *area;            /* the control page, then the ring */
-	struct sframe_session_mmap_page *ctl; /* = area, mappable */
-	u8 *ring;              /* = area + PAGE_SIZE */
+	/* One vmalloc area, all of it mappable: the control page, then the ring. */
+	struct sframe_session_mmap_page *ctl;
+	u8 *ring;              /* = (u8 *)ctl + PAGE_SIZE */
 	u32 ring_size;         /* a power of two */
 	bool mapped;           /* ever mapped (set under lock) */
 	u64 head;              /* bytes ever written (under lock) */
@@ -638,7 +638,7 @@ static void sframe_session_free(struct sframe_session *s, bool charged)
 		put_pid_ns(s->pid_ns);
 	put_pid(s->owner);
 	put_pid(s->target);
-	vfree(s->area);
+	vfree(s->ctl);
 	kfree(s);
 }
 
@@ -696,14 +696,13 @@ long sframe_session_start(struct file *file, void __user *uarg)
 	 * counted in session_max_user_kb (it is one page a session, and
 	 * sessions are counted); the memory cgroup is charged for all.
 	 */
-	s->area = __vmalloc(PAGE_SIZE + s->ring_size,
-			    GFP_KERNEL_ACCOUNT | __GFP_ZERO | __GFP_NOWARN);
-	if (!s->area) {
+	s->ctl = __vmalloc(PAGE_SIZE + s->ring_size,
+			   GFP_KERNEL_ACCOUNT | __GFP_ZERO | __GFP_NOWARN);
+	if (!s->ctl) {
 		ret = -ENOMEM;
 		goto fail;
 	}
-	s->ctl = s->area;
-	s->ring = (u8 *)s->area + PAGE_SIZE;
+	s->ring = (u8 *)s->ctl + PAGE_SIZE;
 	s->ctl->version = SFRAME_SESSION_MMAP_VERSION;
 	s->ctl->data_offset = PAGE_SIZE;
 	s->ctl->data_size = s->ring_size;
@@ -955,7 +954,7 @@ int sframe_session_mmap(struct sframe_session *s, struct vm_area_struct *vma)
 
 	for (off = 0; off < size; off += PAGE_SIZE) {
 		ret = vm_insert_page(vma, vma->vm_start + off,
-				     vmalloc_to_page((u8 *)s->area + off));
+				     vmalloc_to_page((u8 *)s->ctl + off));
 		if (ret)
 			return ret;
 		cond_resched();
