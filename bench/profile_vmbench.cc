@@ -391,15 +391,19 @@ void DataFiles(bool perf) {
               "  frames/sample: user + kernel frames of sframe-prof's samples\n");
 }
 
-// Whether a kprobe is on perf's sample path (the module's hook,
-// module/perf_hook.c), from debugfs; false when that cannot be read.
+// Whether anything is hooked on perf's sample path (the module's hook,
+// module/perf_hook.c: an ftrace_ops, listed in tracefs's enabled_functions;
+// modules before it used a kprobe, listed in debugfs); false when neither
+// can be read.
 bool HookArmed() {
-  FILE* f = std::fopen("/sys/kernel/debug/kprobes/list", "r");
-  if (!f) return false;
-  char line[512];
   bool armed = false;
-  while (std::fgets(line, sizeof(line), f)) armed |= std::strstr(line, "perf_prepare_sample") != nullptr;
-  std::fclose(f);
+  for (const char* list : {"/sys/kernel/tracing/enabled_functions", "/sys/kernel/debug/kprobes/list"}) {
+    FILE* f = std::fopen(list, "r");
+    if (!f) continue;
+    char line[512];
+    while (std::fgets(line, sizeof(line), f)) armed |= std::strstr(line, "perf_prepare_sample") != nullptr;
+    std::fclose(f);
+  }
   return armed;
 }
 
@@ -464,7 +468,7 @@ int main(int argc, char** argv) {
     Result base_fp = median_of([&] { return RunOurs(workload_fp, rounds, Mode::kNone, 0); });
     Print("none (fp build)", 0, base_fp, base.seconds);
     const bool perf = HavePerf();
-    // The module's hook on perf's sample path (a kprobe) is armed by the
+    // The module's hook on perf's sample path is armed by the
     // first session and stays until the module is unloaded, and every
     // perf sample of the machine pays its no-match cost from then on.  So
     // the bare event and perf's own rows run first, before any session
