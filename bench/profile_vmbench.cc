@@ -8,12 +8,18 @@
 // event and the session are in place before it starts.  For each sampling
 // rate (1 kHz, 10 kHz) it runs:
 //   none      no event: the baseline
-//   perf-only the cpu-clock event with its ring drained, no session
-//   session   the event and a session (this module), its records written
-//             unparsed to a file in /tmp as they come, as perf record does
-//             with its ring's samples: copied out with read() ("read"), or
-//             written straight from the mapped buffer ("mapped"), as perf
-//             record writes from its mapped ring
+//   perf-only the cpu-clock event with its ring drained, no session: the
+//             bare event
+//   session   the event, without a perf ring (the session gets the samples;
+//             sframe-prof opens its events so), and a session (this
+//             module), its records written unparsed to a file in /tmp as
+//             they come, as perf record does with its ring's samples:
+//             copied out with read() ("read"), or written straight from the
+//             mapped buffer ("mapped"), as perf record writes from its
+//             mapped ring
+//   no ring   the event without a ring and no session (after the sessions,
+//             with the module's hook armed): what the event costs by itself
+//             as the sessions open it
 // and, when `perf` is installed (linux-perf), `perf record -e cpu-clock -F
 // HZ --call-graph fp` on the same workload built with frame pointers
 // (session_workload_fpbuild) and `--call-graph dwarf` on the same workload.  Each
@@ -136,7 +142,9 @@ struct Result {
   std::string error;
 };
 
-enum class Mode { kNone, kPerfOnly, kSession, kSessionMapped };
+// kPerfOnly: the event with its ring drained (the bare event); kEventNoRing:
+// the event without a ring, as the sessions open theirs.
+enum class Mode { kNone, kPerfOnly, kEventNoRing, kSession, kSessionMapped };
 
 Result RunOurs(const std::string& workload, uint64_t rounds, Mode mode, uint64_t hz) {
   Result r;
@@ -153,6 +161,9 @@ Result RunOurs(const std::string& workload, uint64_t rounds, Mode mode, uint64_t
   if (mode != Mode::kNone) {
     sframe::PerfEventOptions po;
     po.frequency = hz;
+    // A session needs no perf ring, and sframe-prof opens none: perf
+    // would write a record of its own for every sample (perf_event.h).
+    if (mode != Mode::kPerfOnly) po.data_pages_log2 = sframe::kPerfEventNoRing;
     ev.emplace(sframe::PerfEvent::open_process(c.pid, po));
   }
   const bool session = mode == Mode::kSession || mode == Mode::kSessionMapped;
@@ -478,7 +489,7 @@ int main(int argc, char** argv) {
     const bool armed_at_start = HookArmed();
     std::printf("  hook armed at start: %s\n", armed_at_start ? "yes (a session ran before)" : "no");
     struct Rows {
-      Result event, perf_fp, perf_dwarf, session_read, session_mapped, event_armed;
+      Result event, perf_fp, perf_dwarf, session_read, session_mapped, event_armed, event_noring;
     };
     const uint64_t rates[] = {1000u, 10000u};
     Rows rows[2];
@@ -503,6 +514,9 @@ int main(int argc, char** argv) {
       Print("sframe session (mapped)", hz, rows[i].session_mapped, base.seconds);
       rows[i].event_armed = median_of([&] { return RunOurs(workload, rounds, Mode::kPerfOnly, hz); });
       Print("event only, hook armed", hz, rows[i].event_armed, base.seconds);
+      rows[i].event_noring =
+          median_of([&] { return RunOurs(workload, rounds, Mode::kEventNoRing, hz); });
+      Print("event, no ring, armed", hz, rows[i].event_noring, base.seconds);
     }
     // The comparison of issue 14, in points of slowdown: what each profiler
     // costs over the bare event (perf fp's slowdown is against its own
@@ -513,12 +527,17 @@ int main(int argc, char** argv) {
     std::printf("  cost in points:\n");
     for (int i = 0; i < 2; i++) {
       const Rows& r = rows[i];
+      // Also over the event as the sessions open it (no ring, hook armed):
+      // the session's own part, the module's alone.
       std::printf("  %6" PRIu64 " Hz  session over the bare event: read %.2f, mapped %.2f"
-                  "  (over the event with the hook armed: %.2f, %.2f)",
+                  "  (over the event with the hook armed: %.2f, %.2f; over the event without"
+                  " a ring: %.2f, %.2f)",
                   rates[i], pts(r.session_read, base) - pts(r.event, base),
                   pts(r.session_mapped, base) - pts(r.event, base),
                   pts(r.session_read, base) - pts(r.event_armed, base),
-                  pts(r.session_mapped, base) - pts(r.event_armed, base));
+                  pts(r.session_mapped, base) - pts(r.event_armed, base),
+                  pts(r.session_read, base) - pts(r.event_noring, base),
+                  pts(r.session_mapped, base) - pts(r.event_noring, base));
       if (perf) {
         std::printf("  perf fp over the bare event: %.2f",
                     pts(r.perf_fp, base_fp) - pts(r.event, base));

@@ -1,8 +1,8 @@
 // sframe-prof's perf-shaped command line in the VM (issue 13, items 1 and
 // 7): -a, -p PID,PID, -t, -C, -c, -e, --call-graph, --duration, -F above
 // the kernel's maximum, and a process of 101 threads under `ulimit -n 128`
-// (per-CPU rings shared with PERF_EVENT_IOC_SET_OUTPUT, the descriptors
-// checked up front).
+// (sampling events without a ring, side-band rings per CPU shared with
+// PERF_EVENT_IOC_SET_OUTPUT, the descriptors checked up front).
 //
 // The target is cli_workload (no frame pointers, no .sframe): worker 0
 // spins in cli_outer_a > cli_middle_a > cli_leaf_a, the others in the _b
@@ -377,18 +377,19 @@ int WaitStatus(pid_t pid) {
 
 // Item 7: a process of 101 threads (100 workers, 99 of them asleep) under
 // `ulimit -n 128`.  Root: the recorder raises the limit to what it needs
-// (as perf does) and records; its perf rings are one per CPU for the
-// samples and one per CPU for the side-band records, not one per thread
-// and CPU (PERF_EVENT_IOC_SET_OUTPUT).  Without the right to raise it (the
-// user run, or root without CAP_SYS_RESOURCE), it says what it needs
-// before it touches the data file.
+// (as perf does) and records: one sampling event per thread, without a
+// ring (the session takes the samples), and side-band events per thread
+// and CPU whose rings are one per CPU, not one per thread and CPU
+// (PERF_EVENT_IOC_SET_OUTPUT).  Without the right to raise it (the user
+// run, or root without CAP_SYS_RESOURCE), it says what it needs before it
+// touches the data file.
 TEST(CliTest, ManyThreadsUnderUlimit128) {
   std::string err;
   auto w = Start("cli_many", {"0", "100", "idle"}, &err);
   ASSERT_TRUE(w) << err;
   const std::string pid = std::to_string(w->pid());
   const int ncpu = OnlineCpus();
-  const size_t need = 2 * 101 * size_t(ncpu) + 64;
+  const size_t need = 101 + 101 * size_t(ncpu) + 64;
 
   {
     std::ofstream old("limited.data");
@@ -436,7 +437,7 @@ TEST(CliTest, ManyThreadsUnderUlimit128) {
             std::string::npos)
       << mlog;
   RecordProperty("perf_rings", std::to_string(rings));
-  EXPECT_EQ(rings, 2 * ncpu) << "one ring per CPU for the samples, one for the side-band";
+  EXPECT_EQ(rings, ncpu) << "no ring for the samples, one per CPU for the side-band";
   EXPECT_GT(Report("many.data").With(";cli_leaf_a"), 0u) << mlog;
 }
 

@@ -1,18 +1,23 @@
-// PerfEvent::open_task_events() on the host: perf's side-band records of a
-// command that forks and execs (no module needed; skipped where perf is
-// not allowed).
+// PerfEvent on the host (no module needed; skipped where perf is not
+// allowed): open_task_events(), perf's side-band records of a command that
+// forks and execs; and where sampling events go with and without a ring.
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <condition_variable>
+#include <fstream>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "sframe_client/error.h"
 #include "sframe_client/perf_event.h"
+#include "sframe_test/errno_of.h"
 
 namespace {
 
@@ -85,6 +90,92 @@ TEST(TaskEvents, ForkExecMmapExitOfACommandAndItsChild) {
   EXPECT_TRUE(forked);
   EXPECT_TRUE(true_mmap);
   EXPECT_TRUE(exited);
+}
+
+// Perf's ring buffers this process has mapped.
+int perf_rings_mapped() {
+  std::ifstream maps("/proc/self/maps");
+  int n = 0;
+  for (std::string line; std::getline(maps, line);) {
+    if (line.find("[perf_event]") != std::string::npos) n++;
+  }
+  return n;
+}
+
+// This process, with two more threads for as long as it lives.
+class ThreeThreads {
+ public:
+  ThreeThreads() {
+    for (auto& t : threads_) {
+      t = std::thread([this] {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return done_; });
+      });
+    }
+  }
+  ~ThreeThreads() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread threads_[2];
+};
+
+// Sampling events without a ring (what sframe-prof opens): one per thread
+// even with inherit, since only a mapped ring needs a CPU, and nothing
+// mapped; with a ring, one per thread and CPU and one ring per CPU.  The
+// side-band events keep their rings whatever data_pages_log2 says.
+TEST(SamplingEvents, WithoutARingOnePerThreadNothingMapped) {
+  ThreeThreads threads;
+  const size_t ncpu = sframe::online_cpus().size();
+  sframe::PerfEventSpec spec;
+  spec.pids = {getpid()};
+  spec.inherit = true;
+  spec.exclude_kernel = true;
+  spec.data_pages_log2 = sframe::kPerfEventNoRing;
+  const int rings_before = perf_rings_mapped();
+  sframe::PerfEvent ev;
+  try {
+    ev = sframe::PerfEvent::open(spec);
+  } catch (const sframe::Error& e) {
+    GTEST_SKIP() << "perf not allowed here: " << e.what();
+  }
+  EXPECT_EQ(sframe::PerfEvent::count(spec), 3u);
+  EXPECT_EQ(ev.size(), 3u);
+  EXPECT_EQ(perf_rings_mapped(), rings_before) << "no ring for sampling events";
+  ev.enable();
+  ev.disable();
+  EXPECT_EQ(ev.drain().bytes, 0u);
+
+  sframe::PerfEventSpec ringed = spec;
+  ringed.data_pages_log2 = 1;
+  EXPECT_EQ(sframe::PerfEvent::count(ringed), 3 * ncpu);
+  {
+    sframe::PerfEvent with_rings = sframe::PerfEvent::open(ringed);
+    EXPECT_EQ(with_rings.size(), 3 * ncpu);
+    EXPECT_EQ(perf_rings_mapped(), rings_before + static_cast<int>(ncpu)) << "one ring per CPU";
+  }
+
+  sframe::PerfEventSpec side_band = spec;
+  side_band.task_events = true;
+  EXPECT_EQ(sframe::PerfEvent::count(side_band), 3 * ncpu);
+  {
+    sframe::PerfEvent tasks = sframe::PerfEvent::open(side_band);
+    EXPECT_EQ(perf_rings_mapped(), rings_before + static_cast<int>(ncpu))
+        << "side-band events have rings of the default size";
+  }
+
+  // A ring larger than a shift can say: refused before any mmap().
+  ringed.data_pages_log2 = 40;
+  EXPECT_EQ(sframe::errno_of([&] { sframe::PerfEvent::open(ringed); }), EINVAL);
 }
 
 }  // namespace

@@ -131,6 +131,8 @@ Sampling open_sampling(pid_t pid, bool all, bool command, bool follow, uint64_t 
   follow = follow && !all;
   sframe::PerfEventSpec spec;
   spec.frequency = hz;
+  // The session gets the samples; perf's own records would cost each one.
+  spec.data_pages_log2 = sframe::kPerfEventNoRing;
   spec.enable_on_exec = command;
   spec.inherit = true;
   if (all) {
@@ -193,7 +195,7 @@ void ensure_descriptors(size_t events, size_t spare, const std::string& what,
   throw sframe::Error(
       EMFILE, "record", what,
       "needs " + std::to_string(need) + " file descriptors (" + std::to_string(events) +
-          " perf events, one per thread and CPU, and " + std::to_string(spare) +
+          " perf events for the threads and CPUs, and " + std::to_string(spare) +
           " for the rest); RLIMIT_NOFILE is " + num(before.rlim_cur) + " (hard limit " +
           num(before.rlim_max) + "): raise it with `ulimit -n " + std::to_string(need) +
           "` (beyond the hard limit: as root), or record fewer threads or CPUs (-t, -C, "

@@ -169,7 +169,6 @@ int cmd_record(int argc, char** argv) {
       if (r.is_lost()) lost_records += r.lost;
       printer.print(r);
     }
-    ev.drain();
     return n;
   };
   bool stop = false;
@@ -200,15 +199,13 @@ int cmd_record(int argc, char** argv) {
   }
 
   const sframe::SessionStats st = session.stats();
-  const sframe::PerfCounts pc = ev.counts();
   const double secs = double(now_ms() - start) / 1000.0;
   std::fprintf(
       stderr,
       "sframe-client record: %.2f s, %" PRIu64 " Hz: %" PRIu64 " samples, %" PRIu64
       " records read, %" PRIu64 " lost (buffer full), %" PRIu64 " lost at capture, %" PRIu64
-      " user unwinds; perf counted %" PRIu64
-      " samples; %.1f bytes per record; kernel addresses %s\n",
-      secs, hz, st.samples, samples, st.lost, st.lost_capture, st.unwinds, pc.samples,
+      " user unwinds; %.1f bytes per record; kernel addresses %s\n",
+      secs, hz, st.samples, samples, st.lost, st.lost_capture, st.unwinds,
       samples ? double(sampling.bytes_read()) / double(samples) : 0.0,
       session.kernel_visible() ? (printer.ksym ? "shown" : "shown (no kallsyms)") : "hidden");
   (void)lost_records;

@@ -338,6 +338,9 @@ RecordPlan plan_record(const prof::RecordOptions& o, pid_t command_pid) {
   sframe::PerfEventSpec& s = p.spec;
   s.kind = o.event;
   s.frequency = o.frequency;
+  // The session gets the samples; perf's own records would cost each one
+  // (perf_event.h).  The side-band events keep their ring.
+  s.data_pages_log2 = sframe::kPerfEventNoRing;
   s.period = o.period;
   s.cpus = o.cpus;
   const size_t ncpu = o.cpus.empty() ? sframe::online_cpus().size() : o.cpus.size();
@@ -620,7 +623,6 @@ int record(prof::RecordOptions& o) {
       const uint64_t now_ns = tools::now_ns();
       if (now_ns > kHoldNs) write_held(now_ns - kHoldNs);
     }
-    ev.drain();
     return n;
   };
   int child_status = -1;

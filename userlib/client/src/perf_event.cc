@@ -119,9 +119,20 @@ UniqueFd open_event_fd(const PerfEventSpec& s, pid_t pid, int cpu) {
   return UniqueFd(static_cast<int>(fd));
 }
 
-MappedRegion map_ring(int fd, unsigned data_pages_log2) {
+// Whether the events of s get a ring buffer: side-band events always do
+// (their records are what they are for).
+bool has_ring(const PerfEventSpec& s) {
+  return s.task_events || s.data_pages_log2 != kPerfEventNoRing;
+}
+
+// A ring of 1 + 2^n pages; perf_mmap() refuses what is not a power of two
+// or beyond perf_event_mlock_kb, a shift beyond the address's width too.
+MappedRegion map_ring(int fd, const PerfEventSpec& s) {
+  const unsigned log2 =
+      s.data_pages_log2 == kPerfEventNoRing ? PerfEventSpec{}.data_pages_log2 : s.data_pages_log2;
+  if (log2 >= 32) throw Error(EINVAL, op::kMmap, "perf ring of 2^" + std::to_string(log2) + " pages");
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-  const size_t pages = 1 + (size_t{1} << data_pages_log2);
+  const size_t pages = 1 + (size_t{1} << log2);
   return MappedRegion::map(pages * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd);
 }
 
@@ -156,8 +167,12 @@ std::vector<std::pair<pid_t, bool>> tasks_of(const PerfEventSpec& s) {
   return out;
 }
 
-// Whether events on a task go on each CPU (else on cpu -1).
-bool per_cpu(const PerfEventSpec& s) { return s.all_tasks || s.inherit || !s.cpus.empty(); }
+// Whether events on a task go on each CPU (else on cpu -1): asked for, or
+// inherited with a ring, which perf_mmap() maps only for an event bound to
+// a CPU.
+bool per_cpu(const PerfEventSpec& s) {
+  return s.all_tasks || !s.cpus.empty() || (s.inherit && has_ring(s));
+}
 
 }  // namespace
 
@@ -172,13 +187,15 @@ PerfEvent PerfEvent::open(const PerfEventSpec& spec) {
     Event ev;
     ev.fd = open_event_fd(spec, pid, cpu);
     const auto owner = cpu >= 0 ? ring_owner.find(cpu) : ring_owner.end();
-    if (owner != ring_owner.end()) {
+    if (!has_ring(spec)) {
+      // Samples reach the sessions all the same; perf writes none.
+    } else if (owner != ring_owner.end()) {
       if (::ioctl(ev.fd.get(), PERF_EVENT_IOC_SET_OUTPUT, owner->second) != 0) {
         throw Error(errno, op::kPerfEventIoctl,
                     "PERF_EVENT_IOC_SET_OUTPUT of " + event_name(spec, pid, cpu));
       }
     } else {
-      ev.ring = map_ring(ev.fd.get(), spec.data_pages_log2);
+      ev.ring = map_ring(ev.fd.get(), spec);
       if (cpu >= 0) ring_owner[cpu] = ev.fd.get();
     }
     p.events_.push_back(std::move(ev));
@@ -213,13 +230,14 @@ size_t PerfEvent::count(const PerfEventSpec& spec) {
   return per_cpu(spec) ? ntask * ncpu : ntask;
 }
 
-// Kept for the ABI (its symbol is exported): one event with its own ring.
+// Kept for the ABI (its symbol is exported): one event with its own ring,
+// if it has one.
 PerfEvent::Event PerfEvent::open_one(pid_t pid, int cpu, const PerfEventOptions& o,
                                      bool task_events) {
   const PerfEventSpec s = spec_of(o, task_events);
   Event ev;
   ev.fd = open_event_fd(s, pid, cpu);
-  ev.ring = map_ring(ev.fd.get(), s.data_pages_log2);
+  if (has_ring(s)) ev.ring = map_ring(ev.fd.get(), s);
   return ev;
 }
 

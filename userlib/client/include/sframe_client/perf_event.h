@@ -13,6 +13,15 @@
 // thread and CPU would cost locked memory that grows with the threads.
 // Perf's own records are not needed, so drain() throws them away by moving
 // data_tail up to data_head (counting samples and lost records on the way).
+//
+// A session needs no ring at all: perf hands every sample to the module's
+// hook before it looks for a ring to write it in, so with data_pages_log2 =
+// kPerfEventNoRing the sampling events have none, and perf writes no
+// record of its own for each sample (in profile_vmbench at 10 kHz that
+// write and the reader's draining cost the profiled program about 0.4
+// points of slowdown: docs/benchmarks.md).  Without a ring, events on a
+// task are not placed on each CPU for inherit (only a mapped ring needs a
+// CPU): one per thread, as perf stat places them; and counts() stays 0.
 #ifndef SFRAME_CLIENT_PERF_EVENT_H
 #define SFRAME_CLIENT_PERF_EVENT_H
 
@@ -33,13 +42,18 @@ inline constexpr const char kPerfEventOpen[] = "perf_event_open";
 inline constexpr const char kPerfEventIoctl[] = "perf event ioctl";
 }  // namespace op
 
+// data_pages_log2 for sampling events without a ring buffer (see above).
+// Side-band events (task_events, open_task_events()) always have one: with
+// this value, of the default size.
+inline constexpr unsigned kPerfEventNoRing = ~0u;
+
 struct PerfEventOptions {
   uint64_t frequency = 1000;  // samples per second of CPU time (cpu-clock)
   bool inherit = true;        // follow the target's new threads and children
   bool enable_on_exec = false;  // start counting at the target's next exec
   bool exclude_kernel = false;  // only samples taken in user mode
   bool exclude_hv = true;
-  unsigned data_pages_log2 = 3;  // ring buffer of 1 + 2^n pages
+  unsigned data_pages_log2 = 3;  // ring buffer of 1 + 2^n pages, or kPerfEventNoRing
 };
 
 // What drain() saw in perf's ring buffers since the event was opened.
@@ -73,11 +87,12 @@ enum class PerfEventKind : uint32_t {
 };
 
 // What PerfEvent::open() opens: one kind of event, on tasks or on CPUs.
-// Events on a task are placed on each CPU of `cpus` (with inherit, since
-// perf_mmap() refuses the ring of an inherited event not bound to a CPU;
-// or when cpus is given), else on any CPU (cpu -1).  Events on the same
-// CPU share one ring (PERF_EVENT_IOC_SET_OUTPUT, as perf record does): a
-// process of T threads on C CPUs takes T x C descriptors but C rings.
+// Events on a task are placed on each CPU of `cpus` (with inherit and a
+// ring, since perf_mmap() refuses the ring of an inherited event not bound
+// to a CPU; or when cpus is given), else on any CPU (cpu -1).  Events on
+// the same CPU share one ring (PERF_EVENT_IOC_SET_OUTPUT, as perf record
+// does): a process of T threads on C CPUs takes T x C descriptors but C
+// rings.  Without a ring (kPerfEventNoRing) and cpus empty, T descriptors.
 struct PerfEventSpec {
   PerfEventKind kind = PerfEventKind::kCpuClock;
   uint64_t frequency = 1000;  // samples per second (of the event's time)
@@ -91,7 +106,7 @@ struct PerfEventSpec {
   bool enable_on_exec = false;
   bool exclude_kernel = false;
   bool exclude_hv = true;
-  unsigned data_pages_log2 = 3;  // each ring: 1 + 2^n pages
+  unsigned data_pages_log2 = 3;  // each ring: 1 + 2^n pages; kPerfEventNoRing: none
 };
 
 // Movable, not copyable; closes its events on destruction.
@@ -103,9 +118,10 @@ class SFRAME_CLIENT_API PerfEvent {
 
   // Events on every thread of process pid (/proc/PID/task), created
   // disabled: with options.inherit (threads and children created later are
-  // followed) one per thread and online CPU, since the kernel refuses to map
-  // the ring of an inherited event not bound to a CPU (one ring per CPU,
-  // shared); else one per thread (each with its ring).
+  // followed) and a ring, one per thread and online CPU, since the kernel
+  // refuses to map the ring of an inherited event not bound to a CPU (one
+  // ring per CPU, shared); else one per thread (each with its ring, if it
+  // has one).
   // Throws
   // sframe::Error(op::kPerfEventOpen, "pid N") with perf_event_open's errno
   // (EACCES/EPERM: perf_event_paranoid, ESRCH: no such process), or
