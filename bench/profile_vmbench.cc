@@ -221,7 +221,11 @@ Result RunOurs(const std::string& workload, uint64_t rounds, Mode mode, uint64_t
   std::vector<pollfd> fds;
   fds.push_back({exited.get(), POLLIN, 0});
   if (s) fds.push_back({s->fd(), POLLIN, 0});
-  for (size_t i = 0; ev && i < ev->size(); i++) fds.push_back({ev->fd(i), POLLIN, 0});
+  // A ring-less event's poll() says POLLHUP at once (perf_poll()): only
+  // the bare event's rings are polled and drained.
+  for (size_t i = 0; ev && mode == Mode::kPerfOnly && i < ev->size(); i++) {
+    fds.push_back({ev->fd(i), POLLIN, 0});
+  }
   if (ev) ev->enable();
   char go = 'g';
   if (write(c.in.get(), &go, 1) != 1) throw sframe::Error(errno, "write", "workload stdin");

@@ -21,7 +21,9 @@
 // write and the reader's draining cost the profiled program about 0.4
 // points of slowdown: docs/benchmarks.md).  Without a ring, events on a
 // task are not placed on each CPU for inherit (only a mapped ring needs a
-// CPU): one per thread, as perf stat places them; and counts() stays 0.
+// CPU): one per thread, as perf stat places them; counts() stays 0; and
+// poll() on them returns POLLHUP at once (perf_poll() without a ring): poll
+// the session's descriptor instead.
 #ifndef SFRAME_CLIENT_PERF_EVENT_H
 #define SFRAME_CLIENT_PERF_EVENT_H
 
