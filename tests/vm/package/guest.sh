@@ -47,7 +47,6 @@ DEB_DIR=${1:?usage: guest.sh DEB_DIR REPO_DIR}
 REPO_DIR=${2:?usage: guest.sh DEB_DIR REPO_DIR}
 W=/tmp/pkgtest
 KVER=$(uname -r)
-VERSION=0.1.0
 PKGS=(sframe-unwind-dkms libsframe-client0 libsframe-client-dev sframe-tools)
 failures=0
 
@@ -63,13 +62,17 @@ for p in "${PKGS[@]}"; do
 done
 cp -r "$REPO_DIR/examples/downstream" "$W/src/" || exit 125
 ls -l "$W/debs"
-# The host's install (scripts/dkms-install.sh): gone from this guest.
-if dkms status -m sframe-unwind 2>/dev/null | grep -q .; then
-	dkms remove -m sframe-unwind -v "$VERSION" --all >/dev/null 2>&1
-fi
+# The host's install (scripts/dkms-install.sh): gone from this guest.  Its
+# files removed, not `dkms remove`, which would run depmod for every kernel
+# it built for (a minute under emulation); the running kernel's module
+# index is made anew here, a later DKMS build's (upgrade) by DKMS.
 rm -rf /var/lib/dkms/sframe-unwind /usr/src/sframe-unwind-*
 find /lib/modules -name 'sframe_unwind.ko*' -delete
 depmod -a "$KVER"
+# No man-db index rebuild at each install and removal (man-db's trigger,
+# some two minutes each under emulation; no step reads the index).  This
+# is the guest's overlay, as every change here.
+rm -f /var/lib/man-db/auto-update
 # The tree and its build out of sight (also the rig's view of the build
 # tree): only the copies above are used.
 mount -t tmpfs -o mode=0755 tmpfs "$REPO_DIR" || exit 125
