@@ -118,7 +118,16 @@ std::vector<Collected> Collect(std::vector<Session*> sessions, sframe::PerfEvent
   }
   ev->disable();
   ev->drain();
-  for (uint64_t quiet_since = NowMs(); NowMs() - quiet_since < 300;) {
+  // What is still in flight: until 300 ms pass without a record, and at
+  // most kMaxDrainMs (a sample reaches the session within the module's
+  // sample_max_wait_ms, 250 ms by default): records that keep coming after
+  // the events are disabled end the wait, for the test's checks to see,
+  // rather than hang it (a lifecycle test timed out once in CI on 6.12,
+  // not reproduced).
+  constexpr uint64_t kMaxDrainMs = 10000;
+  const uint64_t drain_start = NowMs();
+  for (uint64_t quiet_since = drain_start;
+       NowMs() - quiet_since < 300 && NowMs() - drain_start < kMaxDrainMs;) {
     if (pump(100)) quiet_since = NowMs();
   }
   for (size_t i = 0; i < sessions.size(); i++) {
