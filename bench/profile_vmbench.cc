@@ -158,12 +158,14 @@ Result RunOurs(const std::string& workload, uint64_t rounds, Mode mode, uint64_t
   }
   std::optional<sframe::PerfEvent> ev;
   std::optional<sframe::Session> s;
+  // Only the bare event has a ring: a session needs none, and sframe-prof
+  // opens none (perf would write a record of its own for every sample:
+  // perf_event.h).
+  const bool perf_ring = mode == Mode::kPerfOnly;
   if (mode != Mode::kNone) {
     sframe::PerfEventOptions po;
     po.frequency = hz;
-    // A session needs no perf ring, and sframe-prof opens none: perf
-    // would write a record of its own for every sample (perf_event.h).
-    if (mode != Mode::kPerfOnly) po.data_pages_log2 = sframe::kPerfEventNoRing;
+    if (!perf_ring) po.data_pages_log2 = sframe::kPerfEventNoRing;
     ev.emplace(sframe::PerfEvent::open_process(c.pid, po));
   }
   const bool session = mode == Mode::kSession || mode == Mode::kSessionMapped;
@@ -223,7 +225,7 @@ Result RunOurs(const std::string& workload, uint64_t rounds, Mode mode, uint64_t
   if (s) fds.push_back({s->fd(), POLLIN, 0});
   // A ring-less event's poll() says POLLHUP at once (perf_poll()): only
   // the bare event's rings are polled and drained.
-  for (size_t i = 0; ev && mode == Mode::kPerfOnly && i < ev->size(); i++) {
+  for (size_t i = 0; ev && perf_ring && i < ev->size(); i++) {
     fds.push_back({ev->fd(i), POLLIN, 0});
   }
   if (ev) ev->enable();
