@@ -73,6 +73,15 @@ static inline unsigned long sframe_function_entry(unsigned long kprobe_addr)
 #define SFRAME_SAMPLE_HOOK_SYMBOL "perf_prepare_sample"
 
 /*
+ * The walk's budget follows preemptible() (unwind.c), which without a
+ * preemption count says "never": every supported kernel counts
+ * (PREEMPT_DYNAMIC, PREEMPT_RT).
+ */
+#ifndef CONFIG_PREEMPT_COUNT
+#error "sframe_unwind needs CONFIG_PREEMPT_COUNT (the walk's budget follows preemptible())"
+#endif
+
+/*
  * The argument registers an ftrace_ops handler gets (ftrace_caller saves
  * them in pt_regs' layout): struct ftrace_regs wraps a pt_regs on 6.1 and
  * became opaque, behind arch_ftrace_regs(), in 6.12.  perf_hook.c needs

@@ -59,6 +59,7 @@
 #include <linux/pid.h>
 #include <linux/rcupdate.h>
 #include <linux/sched.h>
+#include <linux/sched/coredump.h>
 #include <linux/sched/task.h>
 #include <linux/sched/task_stack.h>
 #include <linux/slab.h>
@@ -462,6 +463,32 @@ static bool sframe_request_close(struct sframe_request *req,
 	return true;
 }
 
+/*
+ * SFRAME_SAMPLE_F_NOT_DUMPABLE if the user stack about to go with smp, of
+ * current as it is now, is one its reader may not be entitled to: the
+ * task's credentials changed since the sample, or its image is not
+ * dumpable.  An exec of a setuid program bumps self_exec_id, then commits
+ * the new credentials and marks the new mm undumpable, and only then
+ * removes the task's perf events (perf_event_exit_task() in
+ * begin_new_exec()): a sample taken in that window, after the bump, would
+ * otherwise be unwound on the new image (ld.so's base and the setuid
+ * program's initial stack).  perf gives such a task's stack to nobody
+ * once its events are gone; the consumer withholds it from readers
+ * without privileges.  The credentials are compared by pointer: a change
+ * of credentials installs a new struct cred, and the old one, still in
+ * use when the sample was taken, cannot be reused before the task runs
+ * in user space again, which it has not yet.
+ */
+static u32 sframe_stack_sensitive(const struct sframe_sample *smp)
+{
+	struct mm_struct *mm = current->mm;
+
+	if (smp->cred != (const void *)rcu_access_pointer(current->cred) ||
+	    !mm || get_dumpable(mm) != SUID_DUMP_USER)
+		return SFRAME_SAMPLE_F_NOT_DUMPABLE;
+	return 0;
+}
+
 /* Deliver every sample of a closed request without a user stack. */
 static u32 sframe_request_drop(struct sframe_request *req, u32 flags)
 {
@@ -549,7 +576,8 @@ static void sframe_unwind_work(struct callback_head *cb)
 			sframe_sample_done(smp, SFRAME_SAMPLE_F_EXECED |
 					   SFRAME_SAMPLE_F_NO_USER, NULL);
 		else
-			sframe_sample_done(smp, 0, &stacks);
+			sframe_sample_done(smp, sframe_stack_sensitive(smp),
+					   &stacks);
 	}
 	for (flags = 1; flags <= SFRAME_UNWIND_F_ALL; flags++)
 		kvfree(stacks.frames[flags]);
@@ -747,7 +775,8 @@ static bool sframe_unwind_now(struct sframe_sample *smp)
 		return false;
 	smp->cookie = sframe_new_cookie();
 	/* Delivered now: current holds its pids, and no pool had it. */
-	sframe_ops->deliver(smp, smp->flags, stacks);
+	sframe_ops->deliver(smp, smp->flags | sframe_stack_sensitive(smp),
+			    stacks);
 	return true;
 }
 
@@ -780,6 +809,7 @@ static void sframe_sample_fill(struct sframe_sample *smp,
 	smp->flags = user_mode(regs) ? SFRAME_SAMPLE_F_USER_MODE : 0;
 	smp->cookie = 0;
 	smp->self_exec_id = task->self_exec_id;
+	smp->cred = rcu_access_pointer(task->cred);
 	smp->nr_kernel = 0;
 }
 
@@ -796,7 +826,8 @@ bool sframe_deferred_request(struct pt_regs *regs,
 	if (!READ_ONCE(sframe_pools_ready))
 		return false;
 	time = ktime_get_mono_fast_ns();
-	why = sframe_no_user_reason(task);
+	why = ctx->no_user ? ctx->no_user | SFRAME_SAMPLE_F_NO_USER :
+			     sframe_no_user_reason(task);
 	if (!why && user_mode(regs) && !in_nmi()) {
 		smp = &this_cpu_ptr(sframe_now_bufs)->sample;
 		sframe_sample_fill(smp, regs, ctx, task, time);

@@ -32,6 +32,11 @@ struct sframe_sample_ctx {
 	 * delivered later.  The consumer's shortcut to where the sample goes.
 	 */
 	void *now;
+	/*
+	 * SFRAME_SAMPLE_F_* the consumer knows already that mean the sample
+	 * gets no user stack (SFRAME_SAMPLE_F_CROSS_TASK), or 0.
+	 */
+	u32 no_user;
 };
 
 /* One sample waiting for its user stack. */
@@ -41,6 +46,11 @@ struct sframe_sample {
 	u64 cookie;        /* names the kernel entry, as upstream's */
 	u64 time;
 	u64 self_exec_id;  /* the task's, at sample time */
+	/*
+	 * The task's credentials at sample time, compared (never
+	 * dereferenced) with its credentials when the user stack is taken.
+	 */
+	const void *cred;
 	struct pid *pid;   /* the sampled thread, referenced while queued */
 	struct pid *tgid;  /* its process, referenced while queued */
 	u32 cpu;
@@ -64,7 +74,10 @@ struct sframe_user_stacks {
 struct sframe_deferred_ops {
 	/*
 	 * A sample is done: its user stack is in stacks (NULL when it has
-	 * none; flags say why).  Process or IRQ context, never NMI; on
+	 * none; flags say why).  SFRAME_SAMPLE_F_NOT_DUMPABLE in flags: the
+	 * stack is of an image the sample's reader may not be allowed to
+	 * see (the task's credentials changed since the sample, or it is
+	 * not dumpable); the consumer decides.  Process or IRQ context, never NMI; on
 	 * PREEMPT_RT atomic too (the sample path itself, or a hard
 	 * irq_work), so it must not take a sleeping lock (compat.h).
 	 */

@@ -77,7 +77,7 @@ static int sframe_nmi_test_handler(unsigned int type, struct pt_regs *regs)
 	rcu_read_lock();
 	owner = READ_ONCE(nmi_test_pid);
 	if (owner)
-		sframe_sessions_sample(regs, owner);
+		sframe_sessions_sample(regs, owner, 0);
 	rcu_read_unlock();
 	return owner ? NMI_HANDLED : NMI_DONE;
 }

@@ -80,6 +80,12 @@ module_param(supply_max_user_kb, uint, 0644);
 MODULE_PARM_DESC(supply_max_user_kb,
 		 "Bytes (KiB) of supplied sections one user (real uid) may have made the module hold, CAP_IPC_LOCK exempt (at most the uapi's bound)");
 
+/*
+ * Entry identities (sframe_range.id): 64 bits, one per insertion, never
+ * reused while the module is loaded.
+ */
+static atomic64_t sframe_entry_seq = ATOMIC64_INIT(0);
+
 /* Bytes held by supplied sections, all processes: each blob once. */
 static atomic64_t sframe_supplied_total = ATOMIC64_INIT(0);
 
@@ -761,6 +767,8 @@ static int sframe_insert(struct mm_struct *mm, struct sframe_entry *entry)
 		if (ret)
 			goto out;
 	}
+	/* A new identity for every insertion, a fork child's copies too. */
+	entry->range.id = atomic64_inc_return(&sframe_entry_seq);
 	/* Fails with -EEXIST if any part of the range is taken. */
 	ret = mtree_insert_range(&smm->sections, entry->range.text_start,
 				 entry->range.text_end - 1, entry,
@@ -988,8 +996,12 @@ struct sframe_rule sframe_registry_find_rule(struct sframe_mm *smm,
 }
 
 /*
- * The entry of range's section at pc, under RCU: NULL if it is gone, or
- * no longer the one range was copied from.
+ * The entry range was copied from, if it is still the one at pc: under
+ * RCU, NULL otherwise.  By id alone: an entry for the same text, at the
+ * same address and from the same source can be another section (a user
+ * unregisters its text and supplies a smaller section for it while a
+ * walk holds the old copy), whose bytes must never be read with the old
+ * copy's header.
  */
 static struct sframe_entry *sframe_entry_of(struct sframe_mm *smm,
 					    const struct sframe_range *range,
@@ -997,10 +1009,7 @@ static struct sframe_entry *sframe_entry_of(struct sframe_mm *smm,
 {
 	struct sframe_entry *entry = mtree_load(&smm->sections, pc);
 
-	if (!entry || READ_ONCE(entry->dead) ||
-	    entry->range.text_start != range->text_start ||
-	    entry->range.sframe_addr != range->sframe_addr ||
-	    entry->range.source != range->source)
+	if (!entry || READ_ONCE(entry->dead) || entry->range.id != range->id)
 		return NULL;
 	return entry;
 }
@@ -1011,35 +1020,49 @@ int sframe_registry_find_row(struct sframe_mm *smm,
 			     u32 *budget)
 {
 	struct sframe_source src = {};
-	struct sframe_section sec = range->sec;
+	struct sframe_section sec;
 	struct sframe_entry *entry;
 	struct sframe_fde fde;
 	int ret = -ENOENT;
 
-	sec.src = &src;
-	src.size = range->sec.sec_size;
 	rcu_read_lock();
 	entry = sframe_entry_of(smm, range, pc);
-	if (entry && entry->blob) {
-		/* The kernel's copy stays while we are in here. */
+	if (!entry) {
+		rcu_read_unlock();
+		return -ESTALE;
+	}
+	/* The header of the entry found here, never of the caller's copy. */
+	sec = entry->range.sec;
+	sec.src = &src;
+	if (entry->blob) {
+		/*
+		 * The kernel's copy stays while we are in here, and no read
+		 * leaves it: the decoder keeps within sec_size, and the
+		 * source within its own size, which is the blob's length.
+		 */
 		src.kbase = entry->blob->data;
+		src.size = min_t(u64, sec.sec_size, entry->blob->len);
+		sec.sec_size = src.size;
 		ret = sframe_find_row_indexed(&sec, entry->table, pc, row,
 					      budget);
 		rcu_read_unlock();
 		return ret;
 	}
-	if (entry && entry->table)
+	src.size = sec.sec_size;
+	src.base = u64_to_user_ptr(entry->range.sframe_addr);
+	if (entry->table)
 		ret = sframe_index_find_row(entry->table, pc, &fde, row, budget);
-	else if (range->source != SFRAME_SOURCE_SUPPLIED)
+	else
 		ret = -EAGAIN; /* no index: search the section */
 	rcu_read_unlock();
 
 	/*
 	 * A section in user memory is read outside RCU: a read may fault
 	 * and sleep.  The index told which FDE, from kernel memory; its
-	 * FREs are read from the section, checked, as by the search.
+	 * FREs are read from the section, checked, as by the search.  The
+	 * header is the entry's, as it was validated for these bytes; the
+	 * process may have changed them since, which every read checks.
 	 */
-	src.base = u64_to_user_ptr(range->sframe_addr);
 	if (ret == SFRAME_INDEX_READ_FRES)
 		return sframe_find_row_in_fde(&sec, &fde, pc, row, budget);
 	if (ret == -EAGAIN)

@@ -18,6 +18,14 @@ struct sframe_section_info;
 
 /* A copy of one registered section, taken for one lookup. */
 struct sframe_range {
+	/*
+	 * The entry's identity: a number no other entry ever had (a 64-bit
+	 * counter, given when the entry goes into a registry).  A copy
+	 * names the entry it came from by it, never by its text, address
+	 * or source, which a new entry for the same text can repeat with
+	 * another section behind them.
+	 */
+	u64 id;
 	unsigned long text_start; /* [text_start, text_end) */
 	unsigned long text_end;
 	u64 sframe_addr;
@@ -106,8 +114,10 @@ bool sframe_registry_lookup(struct sframe_mm *smm, unsigned long pc,
  * sframe_registry_lookup() copied it): found in the section's FDE index
  * where it has one, else by searching the section; a supplied section is
  * decoded under RCU from the kernel's copy, so a racing munmap cannot
- * free it meanwhile.  -ENOENT if no FDE covers pc, or a supplied section
- * is no longer there.  Spends *budget as sframe_find_row_budget() does
+ * free it meanwhile, with the header of the entry found there and every
+ * read bounded by that copy's own length.  -ENOENT if no FDE covers pc;
+ * -ESTALE if range's entry is no longer in the registry (unregistered,
+ * replaced, unmapped): the caller looks the PC up again.  Spends *budget as sframe_find_row_budget() does
  * (-SFRAME_EBUDGET when it runs out), which bounds the time spent under
  * rcu_read_lock().  A section in user memory is read outside it (a read
  * may fault and sleep).

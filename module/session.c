@@ -70,6 +70,11 @@ struct sframe_session {
 	struct pid_namespace *pid_ns; /* the reader's, for pid/tid */
 	struct sframe_user *user;     /* charged for it and its buffer */
 	bool kernel_visible;
+	/*
+	 * CAP_PERFMON (or CAP_SYS_ADMIN) at start: may see the user stack
+	 * of an image that is not dumpable (SFRAME_SAMPLE_F_NOT_DUMPABLE).
+	 */
+	bool privileged;
 	u32 max_user;
 	u32 max_kernel;
 	u32 unwind_flags;
@@ -281,6 +286,15 @@ static void sframe_session_write(struct sframe_session *s,
 	unsigned long irqflags;
 	bool written = false;
 
+	/*
+	 * A stack of an image its task may hide (deferred.h): only for a
+	 * privileged reader, as perf, which removes such a task's events at
+	 * its setuid exec, gives it to nobody else.
+	 */
+	if ((flags & SFRAME_SAMPLE_F_NOT_DUMPABLE) && !s->privileged && stacks) {
+		stacks = NULL;
+		flags |= SFRAME_SAMPLE_F_NO_USER;
+	}
 	/* The user stack as this session's own method found it. */
 	if (stacks && stacks->frames[s->unwind_flags]) {
 		user = stacks->frames[s->unwind_flags];
@@ -403,11 +417,13 @@ static const struct sframe_deferred_ops sframe_session_deferred_ops = {
 	.deliver = sframe_sessions_deliver,
 };
 
-void sframe_sessions_sample(struct pt_regs *regs, struct pid *owner)
+void sframe_sessions_sample(struct pt_regs *regs, struct pid *owner,
+			    u32 no_user)
 {
 	struct sframe_sample_ctx ctx = {
 		.key = owner,
 		.seq = atomic64_read(&sframe_session_seq),
+		.no_user = no_user,
 	};
 	struct pid *pid = task_pid(current), *tgid = task_tgid(current);
 	struct sframe_session *s;
@@ -466,9 +482,22 @@ static void sframe_sessions_perf_sample(struct pt_regs *regs,
 				       struct perf_event *event)
 {
 	struct pid *owner = sframe_event_owner(event);
+	struct task_struct *task;
 
-	if (owner)
-		sframe_sessions_sample(regs, owner);
+	if (!owner)
+		return;
+	/*
+	 * perf delivers some samples of an event on task T while another
+	 * task runs: tracepoints whose __perf_task() names T (sched_waking,
+	 * sched_wakeup, sched_stat_*), BPF output.  current's user stack is
+	 * then not T's, and perf gives none ("cross-task user callchains"
+	 * in perf_callchain(), the same test): neither do we.  The task is
+	 * TASK_TOMBSTONE once T exited, which is not current either.
+	 */
+	task = READ_ONCE(event->ctx->task);
+	sframe_sessions_sample(regs, owner,
+			       task && task != current ?
+				       SFRAME_SAMPLE_F_CROSS_TASK : 0);
 }
 
 /* kernel.perf_event_paranoid, which perf_event_open() obeys. */
@@ -673,6 +702,7 @@ long sframe_session_start(struct file *file, void __user *uarg)
 	s->owner = get_pid(task_tgid(current));
 	s->target_type = req.target_type;
 	s->pid_ns = get_pid_ns(task_active_pid_ns(current));
+	s->privileged = perfmon_capable();
 	s->kernel_visible = (perfmon_capable() || sframe_paranoid() <= 1) &&
 			    !sframe_security_perf(PERF_SECURITY_KERNEL);
 	s->max_user = req.max_user_frames ?: SFRAME_SESSION_DEFAULT_USER_FRAMES;

@@ -28,11 +28,13 @@ void sframe_session_release(struct sframe_session *s);
 /*
  * A sample of current with registers regs, from a perf event owned by the
  * process owner (its tgid pid): recorded for the sessions of owner that
- * follow current.  Any context, NMI included; the caller holds the RCU
- * read side (its own rcu_read_lock() or the perf sample path's), which
- * owner's reference relies on too.
+ * follow current.  no_user: SFRAME_SAMPLE_F_* reasons the caller knows
+ * for no user stack (SFRAME_SAMPLE_F_CROSS_TASK), or 0.  Any context, NMI
+ * included; the caller holds the RCU read side (its own rcu_read_lock()
+ * or the perf sample path's), which owner's reference relies on too.
  */
-void sframe_sessions_sample(struct pt_regs *regs, struct pid *owner);
+void sframe_sessions_sample(struct pt_regs *regs, struct pid *owner,
+			    u32 no_user);
 
 /* The caller's user's sessions and bounds, for SFRAME_IOC_GET_STATS. */
 void sframe_sessions_user_stats(struct sframe_stats *st);

@@ -241,6 +241,22 @@ static int sframe_lookup_row(struct sframe_user_unwind *uw, unsigned long pc,
 
 	ret = sframe_registry_find_row(uw->smm, &uw->range, pc, row,
 				       &uw->budget);
+	if (ret == -ESTALE) {
+		/*
+		 * The section the walk looked up earlier was replaced or
+		 * removed meanwhile (the registry read it by its id and found
+		 * another entry, or none): look the PC up once more, in the
+		 * registry as it is now.  Once: a second change in between
+		 * ends the step as uncovered.
+		 */
+		uw->have_range = false;
+		if (!sframe_find_range(uw, pc))
+			return SFRAME_STEP_UNCOVERED;
+		ret = sframe_registry_find_row(uw->smm, &uw->range, pc, row,
+					       &uw->budget);
+		if (ret == -ESTALE)
+			ret = -ENOENT;
+	}
 	if (ret == -ENOENT)
 		return SFRAME_STEP_UNCOVERED;
 	if (ret == -SFRAME_EBUDGET) {
@@ -520,7 +536,15 @@ static bool sframe_step_signal(struct sframe_user_unwind *uw)
 void sframe_unwind_start(struct sframe_user_unwind *uw,
 			 const struct pt_regs *regs, u32 flags)
 {
-	bool task = in_task();
+	/*
+	 * Whether the walk may take long: only where it could be preempted.
+	 * Not in_task() alone: software events (page faults, context
+	 * switches, tracepoints) sample in task context with preemption off
+	 * and under RCU, and an interrupt or NMI never may.  preemptible()
+	 * is exact on every supported kernel (compat.h requires
+	 * CONFIG_PREEMPT_COUNT).
+	 */
+	bool task = in_task() && preemptible();
 
 	/*
 	 * Field by field, not a memset() of the whole state: range,
@@ -544,10 +568,10 @@ void sframe_unwind_start(struct sframe_user_unwind *uw,
 	uw->nr_sframe = 0;
 	uw->nr_fp = 0;
 	/*
-	 * A walk outside a task (hard interrupt, NMI: the sample path) holds
-	 * a CPU with interrupts off, so it gets the small budget whoever
-	 * calls; its caller may lower either, and redoes a walk that ran out
-	 * from the task.
+	 * A walk that cannot be preempted (hard interrupt, NMI, a software
+	 * event's sample with preemption off: the sample path) holds its
+	 * CPU, so it gets the small budget whoever calls; its caller may
+	 * lower either, and redoes a walk that ran out from the task.
 	 */
 	uw->budget = task ? SFRAME_WALK_BUDGET : SFRAME_IRQ_WALK_BUDGET;
 	/* Discovery sleeps: only where faults may be served, in a task. */

@@ -5,7 +5,8 @@
 #                                        reads KERNELS for the RT kernels)
 #   2. cmake -S . -B build && cmake --build build -j2
 #   3. ctest --test-dir build --output-on-failure      (host tests)
-#   4. scripts/dkms-install.sh KVER...  (module into DKMS for every kernel tested)
+#   4. scripts/dkms-install.sh KVER...  (module into DKMS for every kernel
+#      tested, with the test hooks: SFRAME_UNWIND_TEST_HOOKS=y)
 #   5. tests/vm/run-vm.sh build vm-out/<kver>   (the VM suite, once per kernel)
 #   6. make deb (packages, lintian), then tests/vm/package/run.sh on the
 #      newest 6.1: the packages installed, used and removed in a VM; each
@@ -140,7 +141,10 @@ done
 
 note "module (dkms) for ${kvers[*]:-no kernel}"
 if [[ ${#kvers[@]} -gt 0 ]]; then
-	as_root scripts/dkms-install.sh "${kvers[@]}" 2>&1 | tee "$LOGS/dkms.log"
+	# With the test suite's hooks (dkms.conf, module/Kbuild): built here
+	# only, never by the packages or `make install`.
+	as_root env SFRAME_UNWIND_TEST_HOOKS=y scripts/dkms-install.sh "${kvers[@]}" 2>&1 |
+		tee "$LOGS/dkms.log"
 fi
 
 # ---- 5. VM tests, once per kernel ---------------------------------------------

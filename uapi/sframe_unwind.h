@@ -31,8 +31,10 @@
  * 2: SFRAME_TARGET_EVENTS (a module of version 1 refuses it with EINVAL).
  * 3: a session's buffer can be mapped (struct sframe_session_mmap_page);
  *    SFRAME_IOC_SESSION_START returns the buffer's size in buffer_size.
+ * 4: sample records may carry SFRAME_SAMPLE_F_CROSS_TASK and
+ *    SFRAME_SAMPLE_F_NOT_DUMPABLE (no layout change).
  */
-#define SFRAME_UNWIND_ABI_VERSION 3
+#define SFRAME_UNWIND_ABI_VERSION 4
 
 /* Largest .sframe section the module accepts (bytes). */
 #define SFRAME_MAX_SECTION_SIZE (64u << 20)
@@ -521,6 +523,21 @@ struct sframe_record_header {
 						   without its user stack */
 #define SFRAME_SAMPLE_F_COMPAT        (1u << 7) /* a 32-bit task: no user
 						   stack is unwound */
+/*
+ * ABI 4.  The sample was taken for another task than the one running (a
+ * tracepoint naming another task, such as sched:sched_waking, or a BPF
+ * output event): no user stack, as perf gives none ("cross-task user
+ * callchains"), with SFRAME_SAMPLE_F_NO_USER.
+ */
+#define SFRAME_SAMPLE_F_CROSS_TASK    (1u << 8)
+/*
+ * ABI 4.  The task's credentials changed between the sample and its
+ * unwind (a setuid or setcap exec), or its image is not dumpable
+ * (get_dumpable() other than SUID_DUMP_USER): the user stack is withheld
+ * (SFRAME_SAMPLE_F_NO_USER) from a reader without CAP_PERFMON or
+ * CAP_SYS_ADMIN at session start, and marked for one with them.
+ */
+#define SFRAME_SAMPLE_F_NOT_DUMPABLE  (1u << 9)
 
 /*
  * One sample: nr_kernel kernel frames (the sampled PC first), then nr_user

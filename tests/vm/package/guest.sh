@@ -24,6 +24,9 @@
 #               installation goes on
 #   load        the module loaded by the package (modules-load.d config is
 #               for boot; the postinst loads it now) and /dev/sframe_unwind
+#   no-test-hooks the module built from the package has no test hook
+#               (no nmi_test_owner parameter: module/Kbuild builds it only
+#               with SFRAME_TEST_HOOKS=y, which the rig alone sets)
 #   udev        udevd applies the package's rule: group sframe, mode 0660
 #   build-c, build-cxx
 #               the downstream examples built from the installed files only:
@@ -146,6 +149,19 @@ else
 	fi
 fi
 modinfo -F filename sframe_unwind
+
+# ---- no-test-hooks ----------------------------------------------------------------
+# The test suite's hooks (nmi_test.c, root driving the sample path from an
+# NMI) are built only by the rig (module/Kbuild SFRAME_TEST_HOOKS=y):
+# the package's module has no such parameter.
+step no-test-hooks
+if modinfo -F parm sframe_unwind | grep -q '^nmi_test_owner'; then
+	fail no-test-hooks "the packaged module has the test hook nmi_test_owner"
+elif [[ -e /sys/module/sframe_unwind/parameters/nmi_test_owner ]]; then
+	fail no-test-hooks "the loaded module has the test hook nmi_test_owner"
+else
+	pass no-test-hooks
+fi
 
 # ---- udev ---------------------------------------------------------------------
 step udev
