@@ -16,6 +16,7 @@
 #include <linux/refcount.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
+#include <linux/user_namespace.h>
 
 #include "quota.h"
 
@@ -70,9 +71,34 @@ struct sframe_user *sframe_user_get(kuid_t uid)
 	return user;
 }
 
+/*
+ * Whom the caller's charges go to.  A user namespace lets its creator
+ * act under many kuids (newuidmap maps its subordinate uids): charged by
+ * kuid alone, each would get a bound of its own, and together they could
+ * take the global total from everyone.  So a caller in a user namespace
+ * is charged to the creator of the outermost namespace above it (its
+ * owner, a kuid of the initial namespace), however deep it nests, unless
+ * that creator is root: namespaces made by root (containers) map uids
+ * root chose to give, and their users keep a bound each, as on the host.
+ * The walk up is bounded by the kernel's nesting limit (32 levels).
+ */
+static kuid_t sframe_accountable_uid(void)
+{
+	const struct user_namespace *ns = current_user_ns();
+	kuid_t owner = GLOBAL_ROOT_UID;
+
+	while (ns != &init_user_ns) {
+		owner = ns->owner;
+		ns = ns->parent;
+	}
+	if (!uid_eq(owner, GLOBAL_ROOT_UID))
+		return owner;
+	return current_uid();
+}
+
 struct sframe_user *sframe_user_current(void)
 {
-	return sframe_user_get(current_uid());
+	return sframe_user_get(sframe_accountable_uid());
 }
 
 void sframe_user_put(struct sframe_user *user)

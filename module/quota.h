@@ -27,7 +27,10 @@ struct sframe_user;
  * context.  NULL when out of memory.
  */
 struct sframe_user *sframe_user_get(kuid_t uid);
-/* The caller's (real uid), with a reference. */
+/*
+ * The caller's (real uid; in a user namespace made by another user than
+ * root, that user's: quota.c), with a reference.
+ */
 struct sframe_user *sframe_user_current(void);
 /* Drop a reference.  Any context but NMI. */
 void sframe_user_put(struct sframe_user *user);

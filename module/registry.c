@@ -401,10 +401,9 @@ static bool sframe_source_is_explicit(u8 source)
 	       source == SFRAME_SOURCE_SUPPLIED;
 }
 
-/* Under smm->lock: forget entry (its text is gone or it is unregistered). */
-static void sframe_mm_erase(struct sframe_mm *smm, struct sframe_entry *entry)
+/* Under smm->lock, after entry left the tree: account for it and free it. */
+static void sframe_mm_forget(struct sframe_mm *smm, struct sframe_entry *entry)
 {
-	mtree_erase(&smm->sections, entry->range.text_start);
 	smm->nr_entries--;
 	sframe_mm_bump_generation(smm);
 	if (sframe_range_covers(&entry->range)) {
@@ -416,6 +415,35 @@ static void sframe_mm_erase(struct sframe_mm *smm, struct sframe_entry *entry)
 	if (entry->blob)
 		smm->supplied_bytes -= entry->range.sec.sec_size;
 	sframe_entry_free(entry);
+}
+
+/* Under smm->lock: forget entry (its text is gone or it is unregistered). */
+static void sframe_mm_erase(struct sframe_mm *smm, struct sframe_entry *entry)
+{
+	mtree_erase(&smm->sections, entry->range.text_start);
+	sframe_mm_forget(smm, entry);
+}
+
+/*
+ * Under smm->lock, from the MMU notifier: sframe_mm_erase() without an
+ * allocation that may reclaim (see sframe_mm_invalidate_start()).  Erasing
+ * a range of a maple tree may need nodes; GFP_NOWAIT takes them only if
+ * they are at hand.  0, or -ENOMEM with entry left in the tree.
+ */
+static int sframe_mm_erase_nowait(struct sframe_mm *smm,
+				  struct sframe_entry *entry)
+{
+	MA_STATE(mas, &smm->sections, entry->range.text_start,
+		 entry->range.text_end - 1);
+	int ret;
+
+	mtree_lock(&smm->sections);
+	ret = mas_store_gfp(&mas, NULL, GFP_NOWAIT | __GFP_NOWARN);
+	mtree_unlock(&smm->sections);
+	if (ret)
+		return ret;
+	sframe_mm_forget(smm, entry);
+	return 0;
 }
 
 static bool sframe_mm_overlaps(struct sframe_mm *smm, unsigned long start,
@@ -497,22 +525,35 @@ static int sframe_mm_invalidate_start(struct mmu_notifier *mn,
 	    !sframe_mm_overlaps(smm, range->start, range->end - 1))
 		return 0;
 	/*
-	 * Erasing may allocate maple nodes and sleep, which the OOM reaper's
-	 * invalidation may not.  Refusing it (-EAGAIN) would make the reaper
-	 * give up on every process with sections, so mark them dead instead.
+	 * This runs where memory reclaim may run too (lockdep knows:
+	 * mmu_notifier_register() records fs_reclaim before the notifier's
+	 * map), so it must neither allocate with reclaim nor wait for a lock
+	 * that is held across such an allocation.  smm->lock is: writers
+	 * insert into the maple tree with GFP_KERNEL under it.  So the lock
+	 * is only tried (a trylock adds no lockdep dependency, and cannot
+	 * deadlock), entries are erased with GFP_NOWAIT, and whatever cannot
+	 * be erased that way is marked dead: lookups skip it at once, and the
+	 * next writer under the lock (or the registry's teardown) erases it.
+	 * The OOM reaper's invalidation, which may not sleep at all, only
+	 * marks: refusing it (-EAGAIN) would make the reaper give up on every
+	 * process with sections.
 	 */
-	if (!mmu_notifier_range_blockable(range)) {
+	if (!mmu_notifier_range_blockable(range) ||
+	    !mutex_trylock(&smm->lock)) {
 		sframe_mm_mark_dead(smm, range->start, range->end - 1);
 		return 0;
 	}
-	mutex_lock(&smm->lock);
-	sframe_mm_reap_dead(smm);
+	/* Each erase takes one entry out: SFRAME_MAX_SECTIONS_PER_MM steps. */
 	for (;;) {
 		index = range->start;
 		entry = mt_find(&smm->sections, &index, range->end - 1);
 		if (!entry)
 			break;
-		sframe_mm_erase(smm, entry);
+		if (sframe_mm_erase_nowait(smm, entry)) {
+			mutex_unlock(&smm->lock);
+			sframe_mm_mark_dead(smm, range->start, range->end - 1);
+			return 0;
+		}
 	}
 	mutex_unlock(&smm->lock);
 	return 0;

@@ -919,10 +919,19 @@ ssize_t sframe_session_read(struct sframe_session *s, struct file *file,
 	ret = done ? done : -EFAULT;
 
 	raw_spin_lock_irq(&s->lock);
-	s->tail = tail;
-	/* Mapped meanwhile: the mapping's reader goes on from here. */
+	/*
+	 * Mapped meanwhile: the mapping owns the tail from the moment it was
+	 * made (mmap() published ours as data_tail, and its reader may have
+	 * moved it since).  Setting it here could move it back over records
+	 * the mapping's reader took, or past records it has not read, which
+	 * the writer would then overwrite.  So this read() consumes nothing:
+	 * the records stay for the mapping, and read() says EBUSY as it does
+	 * to any read() after a mapping.
+	 */
 	if (s->mapped)
-		WRITE_ONCE(s->ctl->data_tail, tail);
+		ret = -EBUSY;
+	else
+		s->tail = tail;
 	raw_spin_unlock_irq(&s->lock);
 out:
 	mutex_unlock(&s->read_lock);
@@ -973,7 +982,7 @@ int sframe_session_mmap(struct sframe_session *s, struct vm_area_struct *vma)
 	 * From here on read() refuses.  Not under read_lock: a read() holds
 	 * it across a copy to user memory whose fault takes mmap_lock, which
 	 * our caller holds.  A read() already past its check stays bounded
-	 * (its header checks) and hands its tail on (sframe_session_read()).
+	 * (its header checks) and consumes nothing (sframe_session_read()).
 	 */
 	raw_spin_lock_irq(&s->lock);
 	if (!s->mapped) {
