@@ -52,6 +52,7 @@
  * takes a raw spinlock, and the one wakeup made here (unload waiting for
  * the last request) is left to an irq_work where the caller is atomic.
  */
+#include <linux/hash.h>
 #include <linux/irq_work.h>
 #include <linux/math64.h>
 #include <linux/moduleparam.h>
@@ -76,6 +77,7 @@
 #include "compat.h"
 #include "deferred.h"
 #include "ksyms.h"
+#include "quota.h"
 #include "sframe_unwind.h"
 #include "stats.h"
 #include "unwind.h"
@@ -212,6 +214,7 @@ struct sframe_request {
 	struct irq_work queue_work; /* NMI: queues twork from IRQ context */
 	struct llist_node free_node;
 	u32 home_cpu;
+	u32 share;                  /* its user's bucket (sframe_shares) */
 };
 
 /* A per-CPU free list; popped on its own CPU only. */
@@ -249,6 +252,42 @@ static void sframe_walk_get(u32 *max_frames, u32 *methods)
 
 	*max_frames = p >> 32;
 	*methods = (u32)p;
+}
+
+/*
+ * Each user's share of a CPU's pools.  A user whose tasks stay in the
+ * kernel after their samples (a system call that blocks, or that runs
+ * long) holds samples and requests until sample_max_wait_ms; without a
+ * share, one user could keep a CPU's pools empty and every other user's
+ * samples there would be dropped.  So a user (sframe_accountable_uid():
+ * subordinate uids count as their owner's) may hold at most half of each
+ * of a CPU's pools; past that its samples are dropped, and counted by the
+ * consumer as any sample this layer refuses.  Users are counted in
+ * buckets of their hashed uid, which NMI can reach without a lock: two
+ * users in one bucket share one share, which leaves the other half of the
+ * pool to everyone else all the same.
+ */
+#define SFRAME_SHARE_BITS 6
+struct sframe_shares {
+	atomic_t samples[1 << SFRAME_SHARE_BITS];
+	atomic_t requests[1 << SFRAME_SHARE_BITS];
+};
+#define SFRAME_SAMPLE_SHARE (SAMPLES_PER_CPU / 2)
+#define SFRAME_REQUEST_SHARE (REQUESTS_PER_CPU / 2)
+static DEFINE_PER_CPU(struct sframe_shares, sframe_shares);
+
+static u32 sframe_share_bucket(void)
+{
+	return hash_32(__kuid_val(sframe_accountable_uid()), SFRAME_SHARE_BITS);
+}
+
+/* One more of this CPU's count, if it stays within share. */
+static bool sframe_share_take(atomic_t *count, int share)
+{
+	if (atomic_inc_return(count) <= share)
+		return true;
+	atomic_dec(count);
+	return false;
 }
 
 static DEFINE_PER_CPU(struct sframe_pool, sframe_sample_pool);
@@ -321,6 +360,7 @@ static void sframe_sample_free(struct sframe_sample *smp)
 {
 	put_pid(smp->pid);
 	put_pid(smp->tgid);
+	atomic_dec(&per_cpu_ptr(&sframe_shares, smp->home_cpu)->samples[smp->share]);
 	sframe_pool_push(&sframe_sample_pool, smp->home_cpu, &smp->node);
 }
 
@@ -410,6 +450,7 @@ static void sframe_request_put(struct sframe_request *req)
 	 */
 	put_task_struct(req->task);
 	req->task = NULL;
+	atomic_dec(&per_cpu_ptr(&sframe_shares, req->home_cpu)->requests[req->share]);
 	atomic_long_set_release(&req->owner, 0);
 	sframe_pool_push(&sframe_request_pool, req->home_cpu, &req->free_node);
 	if (atomic_dec_and_test(&sframe_requests_busy)) {
@@ -676,12 +717,19 @@ static struct sframe_request *sframe_request_new(struct task_struct *task,
 						 struct sframe_sample *smp)
 {
 	struct sframe_recent *recent = this_cpu_ptr(&sframe_recent);
-	struct llist_node *node = sframe_pool_pop(&sframe_request_pool);
+	atomic_t *held = &this_cpu_ptr(&sframe_shares)->requests[smp->share];
 	struct sframe_request *req;
+	struct llist_node *node;
 
-	if (!node)
+	if (!sframe_share_take(held, SFRAME_REQUEST_SHARE))
 		return NULL;
+	node = sframe_pool_pop(&sframe_request_pool);
+	if (!node) {
+		atomic_dec(held);
+		return NULL;
+	}
 	req = container_of(node, struct sframe_request, free_node);
+	req->share = smp->share;
 	atomic_inc(&sframe_requests_busy);
 	get_task_struct(task);
 	req->task = task;
@@ -820,8 +868,9 @@ bool sframe_deferred_request(struct pt_regs *regs,
 	struct sframe_request *req;
 	struct sframe_sample *smp;
 	struct llist_node *node;
+	atomic_t *held;
+	u32 why, share;
 	u64 time;
-	u32 why;
 
 	if (!READ_ONCE(sframe_pools_ready))
 		return false;
@@ -837,10 +886,17 @@ bool sframe_deferred_request(struct pt_regs *regs,
 		}
 	}
 
-	node = sframe_pool_pop(&sframe_sample_pool);
-	if (!node)
+	share = sframe_share_bucket();
+	held = &this_cpu_ptr(&sframe_shares)->samples[share];
+	if (!sframe_share_take(held, SFRAME_SAMPLE_SHARE))
 		return false;
+	node = sframe_pool_pop(&sframe_sample_pool);
+	if (!node) {
+		atomic_dec(held);
+		return false;
+	}
 	smp = container_of(node, struct sframe_sample, node);
+	smp->share = share;
 	atomic64_inc(&sframe_counters.samples_deferred);
 	if (in_nmi())
 		atomic64_inc(&sframe_counters.samples_nmi);

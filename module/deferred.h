@@ -55,6 +55,7 @@ struct sframe_sample {
 	struct pid *tgid;  /* its process, referenced while queued */
 	u32 cpu;
 	u32 home_cpu;      /* pool it came from */
+	u32 share;         /* its user's share bucket (deferred.c) */
 	u32 flags;         /* SFRAME_SAMPLE_F_* */
 	u32 nr_kernel;
 	u64 kernel[SFRAME_SESSION_MAX_KERNEL_FRAMES];

@@ -82,7 +82,7 @@ struct sframe_user *sframe_user_get(kuid_t uid)
  * root chose to give, and their users keep a bound each, as on the host.
  * The walk up is bounded by the kernel's nesting limit (32 levels).
  */
-static kuid_t sframe_accountable_uid(void)
+kuid_t sframe_accountable_uid(void)
 {
 	const struct user_namespace *ns = current_user_ns();
 	kuid_t owner = GLOBAL_ROOT_UID;

@@ -28,9 +28,12 @@ struct sframe_user;
  */
 struct sframe_user *sframe_user_get(kuid_t uid);
 /*
- * The caller's (real uid; in a user namespace made by another user than
- * root, that user's: quota.c), with a reference.
+ * Whom current's charges go to: its real uid, or in a user namespace made
+ * by another user than root, that user (quota.c).  Any context, NMI
+ * included: it reads only current's own credentials.
  */
+kuid_t sframe_accountable_uid(void);
+/* The accounting of sframe_accountable_uid(), with a reference. */
 struct sframe_user *sframe_user_current(void);
 /* Drop a reference.  Any context but NMI. */
 void sframe_user_put(struct sframe_user *user);

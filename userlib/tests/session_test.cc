@@ -129,7 +129,11 @@ TEST(SampleFlags, Names) {
   EXPECT_EQ(sframe::sample_flags_string(0), "0");
   EXPECT_EQ(sframe::sample_flags_string(SFRAME_SAMPLE_F_EXITED | SFRAME_SAMPLE_F_NO_USER),
             "EXITED|NO_USER");
-  EXPECT_EQ(sframe::sample_flags_string(SFRAME_SAMPLE_F_USER_MODE | 0x100), "USER_MODE|0x100");
+  EXPECT_EQ(sframe::sample_flags_string(SFRAME_SAMPLE_F_USER_MODE | 0x10000), "USER_MODE|0x10000");
+  EXPECT_EQ(sframe::sample_flags_string(SFRAME_SAMPLE_F_CROSS_TASK | SFRAME_SAMPLE_F_NO_USER),
+            "NO_USER|CROSS_TASK");
+  EXPECT_EQ(sframe::sample_flags_string(SFRAME_SAMPLE_F_NOT_DUMPABLE | SFRAME_SAMPLE_F_TIMEOUT),
+            "TIMEOUT|NOT_DUMPABLE");
 }
 
 TEST(SessionErrors, NoDeviceIsAnOpenError) {
