@@ -806,6 +806,92 @@ TEST_F(AdversaryTest, OneUserFillingItsSupplyBoundLeavesOthersTheirs) {
   EXPECT_EQ(now.user_supplied_bytes, base.user_supplied_bytes);
 }
 
+// Issue 27, point 5: per-user bounds keyed by kuid alone are multiplied by
+// a user namespace.  A user given subordinate uids (newuidmap, which root
+// runs for it: here root writes the maps itself) acts under as many kuids
+// as it was given, each with a bound of its own, and together they could
+// take the global total from everyone.  The module charges a caller in a
+// namespace made by another user than root to that user (the namespace's
+// owner), so its subordinate uids share its one bound.  On 227df5d's
+// module each of kSubUids workers got the whole bound (the test's output
+// is quoted in docs/benchmarks.md, "Security fixes of issue 27").
+TEST_F(AdversaryTest, SubordinateUidsOfOneUserShareItsSupplyBound) {
+  if (geteuid() != 0) {
+    GTEST_SKIP() << "root maps the namespace's uids, as newuidmap does for a user; the "
+                    "workers run as uid 65534's subordinate uids in the root run";
+  }
+  constexpr int kSubUids = 4;
+  constexpr uint32_t kFirstKuid = 300000;
+  vmtest::ScopedModuleParam bound("supply_max_user_kb", "8");
+  ASSERT_TRUE(bound.ok());
+  const size_t len = 1024;
+  Pipe ready, mapped, result;
+  const pid_t u = fork();
+  ASSERT_GE(u, 0);
+  if (u == 0) {
+    // uid 65534 makes a user namespace and waits for its maps.
+    char c;
+    if (!DropTo(65534) || unshare(CLONE_NEWUSER) != 0) _exit(40);
+    if (write(ready.w, "u", 1) != 1 || read(mapped.r, &c, 1) != 1) _exit(41);
+    // One worker per subordinate uid, all holding their copies at once.
+    Pipe hold;
+    std::vector<pid_t> workers;
+    std::vector<int> reports;
+    for (int i = 1; i <= kSubUids; i++) {
+      int p[2];
+      if (pipe2(p, O_CLOEXEC) != 0) _exit(42);
+      const pid_t w = fork();
+      if (w == 0) {
+        close(p[0]);
+        close(hold.w);
+        if (setresgid(i, i, i) != 0 || setresuid(i, i, i) != 0 || prctl(PR_SET_DUMPABLE, 1) != 0)
+          _exit(43);
+        {
+          vmtest::SyntheticSections syn(10);
+          Targets t(TargetsFor(10));
+          SupplyRun run = ExhaustUserBound(syn, t, len, 10);
+          WriteAll(p[1], &run, sizeof(run));
+          char h;
+          (void)!read(hold.r, &h, 1);  // until every worker has reported
+        }
+        _exit(0);
+      }
+      close(p[1]);
+      if (w < 0) _exit(44);
+      workers.push_back(w);
+      reports.push_back(p[0]);
+    }
+    int accepted = 0;
+    for (int fd : reports) {
+      SupplyRun run;
+      if (!ReadAll(fd, &run, sizeof(run), 60000)) _exit(45);
+      accepted += run.accepted;
+    }
+    WriteAll(result.w, &accepted, sizeof(accepted));
+    close(hold.w);
+    for (pid_t w : workers) waitpid(w, nullptr, 0);
+    _exit(0);
+  }
+  ChildGuard ug(u, nullptr);
+  char c;
+  ASSERT_TRUE(ReadAll(ready.r, &c, 1, 10000)) << "uid 65534 could not make a user namespace";
+  const std::string map = "0 " + std::to_string(kFirstKuid) + " 16\n";
+  ASSERT_TRUE(WriteFile("/proc/" + std::to_string(u) + "/uid_map", map));
+  ASSERT_TRUE(WriteFile("/proc/" + std::to_string(u) + "/gid_map", map));
+  WriteAll(mapped.w, "m", 1);
+  int accepted = -1;
+  ASSERT_TRUE(ReadAll(result.r, &accepted, sizeof(accepted), 120000)) << "the workers did not report";
+  int st = 0;
+  ASSERT_TRUE(WaitFor(u, &st, 20000));
+  ug.Reaped();
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "uid 65534's process: " << st;
+  std::printf("%d subordinate uids of uid 65534 held %d copies of %zu bytes at once "
+              "(bound 8 KiB)\n",
+              kSubUids, accepted, len);
+  // One bound for all of them: the owner's.
+  EXPECT_EQ(static_cast<uint64_t>(accepted) * len, 8192u);
+}
+
 // A fork child shares its parent's kernel copies: it gets the entries, but
 // neither the user's nor the global count moves.
 TEST_F(AdversaryTest, ForkChildSharesSuppliedCopiesWithoutRecharging) {

