@@ -359,7 +359,7 @@ TEST_F(BoundsSessionTest, TenKilohertzSessionOnTheCraftedChain) {
 // quoted in docs/benchmarks.md ("Security fixes of issue 27").
 constexpr uint32_t kFaultChainFrames = 16;
 constexpr unsigned kFaultPages = 64;
-constexpr int kFaultRounds = 40;
+constexpr int kFaultRounds = 20;
 
 // perf_event_open() of a page-fault event sampling every fault of pid.
 int OpenPageFaultEvent(pid_t pid) {
@@ -500,7 +500,7 @@ TEST_F(BoundsSessionTest, PageFaultSamplesWalkOnTheInterruptBudget) {
                 "user stack; walks_budget_exhausted +%llu\n",
                 at_store, complete, no_user, static_cast<unsigned long long>(exhausted));
     std::ostringstream bad;
-    // 2,560 faults: most are sampled (perf throttles none at this rate).
+    // 1,280 faults: most are sampled (perf throttles none at this rate).
     if (at_store < 100) bad << "only " << at_store << " samples at the store; ";
     if (complete * 10 < at_store * 9)
       bad << complete << " of " << at_store << " complete (first other: " << first_other << "); ";

@@ -815,7 +815,7 @@ TEST_F(SessionTest, OneUsersTaskInTheKernelHoldsAtMostHalfOfACpusPool) {
     const int zero = open("/dev/zero", O_RDONLY | O_CLOEXEC);
     if (buf == MAP_FAILED || zero < 0) _exit(41);
     if (write(ready[1], "r", 1) != 1) _exit(42);
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 3; i++) {
       if (read(zero, buf, kChunk) <= 0) _exit(43);
       madvise(buf, kChunk, MADV_DONTNEED);  // fresh pages again: a long entry
     }
