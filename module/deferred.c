@@ -515,16 +515,21 @@ static bool sframe_request_close(struct sframe_request *req,
  * otherwise be unwound on the new image (ld.so's base and the setuid
  * program's initial stack).  perf gives such a task's stack to nobody
  * once its events are gone; the consumer withholds it from readers
- * without privileges.  The credentials are compared by pointer: a change
- * of credentials installs a new struct cred, and the old one, still in
- * use when the sample was taken, cannot be reused before the task runs
- * in user space again, which it has not yet.
+ * without privileges.  The credentials are the task's objective ones
+ * (real_cred): its subjective ones (cred) are swapped for a while by
+ * override_creds() in the kernel (overlayfs does on every open, stat and
+ * read), which is no change of who the task is.  They are compared by
+ * pointer: commit_creds() installs a new struct cred, and the old one,
+ * still in use when the sample was taken, cannot be reused before the
+ * task runs in user space again, which it has not yet.  (Every exec
+ * commits new credentials, so a sample taken in the short window of a
+ * plain exec is withheld too: rare, and only from unprivileged readers.)
  */
 static u32 sframe_stack_sensitive(const struct sframe_sample *smp)
 {
 	struct mm_struct *mm = current->mm;
 
-	if (smp->cred != (const void *)rcu_access_pointer(current->cred) ||
+	if (smp->cred != (const void *)rcu_access_pointer(current->real_cred) ||
 	    !mm || get_dumpable(mm) != SUID_DUMP_USER)
 		return SFRAME_SAMPLE_F_NOT_DUMPABLE;
 	return 0;
@@ -857,7 +862,7 @@ static void sframe_sample_fill(struct sframe_sample *smp,
 	smp->flags = user_mode(regs) ? SFRAME_SAMPLE_F_USER_MODE : 0;
 	smp->cookie = 0;
 	smp->self_exec_id = task->self_exec_id;
-	smp->cred = rcu_access_pointer(task->cred);
+	smp->cred = rcu_access_pointer(task->real_cred);
 	smp->nr_kernel = 0;
 }
 

@@ -47,8 +47,9 @@ struct sframe_sample {
 	u64 time;
 	u64 self_exec_id;  /* the task's, at sample time */
 	/*
-	 * The task's credentials at sample time, compared (never
-	 * dereferenced) with its credentials when the user stack is taken.
+	 * The task's objective credentials (real_cred) at sample time,
+	 * compared (never dereferenced) with them when the user stack is
+	 * taken.
 	 */
 	const void *cred;
 	struct pid *pid;   /* the sampled thread, referenced while queued */
