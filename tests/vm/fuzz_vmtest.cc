@@ -5,7 +5,14 @@
 // bytes flipped, while other threads munmap, mmap, mprotect and rewrite the
 // text and the sections that registrations point to, perf samples feed
 // sessions that are read and polled, and forked children exit with what they
-// inherited.
+// inherited.  And one section is replaced under walks (issue 27, point 1):
+// a thread of each worker unregisters a text of its own (T) and supplies
+// for it, under one label, a 1 MiB section A (its tables at its end) and a
+// 57-byte one B in turn, while the fuzz threads walk crafted chains through
+// T (a syscall stub in T, RBP at the chain; A says CFA = RBP + 16, B CFA =
+// RBP + 32, and the chain holds what both read).  Before the fix a walk
+// holding its copy of A decoded B's kernel copy with A's header, up to
+// 1 MiB past its end.
 //
 // What it asserts:
 //  - every ioctl returns 0 or an errno that uapi/sframe_unwind.h documents
@@ -13,6 +20,9 @@
 //    or EFAULT; whatever succeeds returns sane results (stop reasons, frame
 //    counts, record headers).  Any other result fails the test and prints
 //    the request;
+//  - every walk through T follows A's rule or B's at each frame, and ends
+//    at its frame limit or, where T was not covered at that moment, with
+//    SFRAME_STOP_NO_COVERAGE;
 //  - the module's global counters (sections, processes, supplied_bytes)
 //    come back to their baseline once every worker has exited;
 //  - as root, the kmalloc caches the module allocates from (kmalloc-*,
@@ -62,6 +72,7 @@
 #include <thread>
 #include <vector>
 
+#include "bounds_attack.h"
 #include "sframe_client/perf_event.h"
 #include "sframe_gen/section_builder.h"
 #include "synthetic.h"
@@ -152,6 +163,10 @@ struct Shared {
   std::atomic<int> stop;            // the deadline passed
   std::atomic<int> worker_pids[8];
   std::atomic<long> big[2];  // results of the two 64 MiB supplies
+  // The replaced section (see World::replaced): supplies of A and B that
+  // succeeded, walks through T, and those that had frames of both rules
+  // (the section was replaced during the walk).
+  std::atomic<uint64_t> supplied_a, supplied_b, replaced_walks, replaced_mixed;
   std::atomic<int> nfail;
   char fail[kMaxFailures][2048];
 };
@@ -191,6 +206,39 @@ void* MapOrDie(void* hint, size_t len, int prot, int flags) {
   }
   return p;
 }
+
+// ---- the replaced section (issue 27, point 1) -------------------------------------
+
+// T: text of its own, 32 KiB (room for many return addresses).
+constexpr uint32_t kReplaceTextLen = 32 * 1024;
+// Frames per walk through T (max_frames).
+constexpr uint32_t kReplaceFrames = 64;
+// A: 1 MiB, kReplaceBigFres rows, its tables at its end.
+constexpr uint64_t kReplaceBigLen = 1u << 20;
+constexpr uint32_t kReplaceBigFres = 256;
+// The label both count as mapped at (SUPPLY's sframe_addr), from T.
+constexpr uint64_t kReplaceLabelOffset = 16u << 20;
+// frames[0] of a walk through T: right after the stub's syscall.
+constexpr uint64_t kReplaceStubPc = sizeof(bounds::kSyscallStub) - 2;
+// The return address of frame k of a chain made with `base`, as A's rule
+// and B's find it: slot (base + k) of kReplaceSlots in one half of T or
+// the other.  Distinct within a chain; base changes from walk to walk, so
+// that most of a walk's rows are not in the row cache (512 entries) and
+// its steps look the PC up, where a stale copy of A would be used.  Never
+// 16-byte aligned, all past the stub.
+constexpr uint32_t kReplaceSlotsStart = 0x100;
+constexpr uint32_t kReplaceSlots = (kReplaceTextLen - kReplaceSlotsStart) / 16;
+uint64_t ReplaceRa(uint64_t text, bool b, uint32_t k, uint32_t base) {
+  const uint64_t slot = (b ? kReplaceSlots : 0) + uint64_t{(base + k) % kReplaceSlots};
+  return text + kReplaceSlotsStart + 8 * slot + 3;
+}
+
+struct Replaced {
+  uint64_t text = 0;   // T, between PROT_NONE pages; never mutated
+  uint64_t label = 0;  // sframe_addr of A and B
+  bounds::SyscallFn stub = nullptr;
+  std::vector<uint8_t> big, small;  // A and B
+};
 
 // ---- the memory registrations point to (one set per worker process) --------------
 
@@ -236,6 +284,8 @@ struct World {
   // for SUPPLY, UNREGISTER, LIST_SECTIONS and sessions racing its exit.
   std::atomic<pid_t> child{0};
   int worker = 0;
+  // T and its sections A and B, supplied in turn by Replace().
+  Replaced replaced;
 };
 
 // One section describing [start, start + size) with several functions and
@@ -332,6 +382,49 @@ void BuildWorld(World* w) {
   w->hole = reinterpret_cast<uint64_t>(MapOrDie(nullptr, page, PROT_NONE, 0));
   w->readonly = reinterpret_cast<uint64_t>(MapOrDie(nullptr, page, PROT_READ, 0));
   w->pid = getpid();
+
+  // T (its own mapping: nothing merges with it, discovery's "none" entry
+  // for it, made while it is unregistered, covers it exactly), the stub at
+  // its start.
+  Replaced* rp = &w->replaced;
+  uint8_t* rt = static_cast<uint8_t*>(MapOrDie(nullptr, kReplaceTextLen + 2 * page, PROT_NONE, 0));
+  rt += page;
+  mprotect(rt, kReplaceTextLen, PROT_READ | PROT_WRITE);
+  std::memset(rt, 0xcc, kReplaceTextLen);
+  std::memcpy(rt, bounds::kSyscallStub, sizeof(bounds::kSyscallStub));
+  mprotect(rt, kReplaceTextLen, PROT_READ | PROT_EXEC);
+  rp->text = reinterpret_cast<uint64_t>(rt);
+  rp->stub = reinterpret_cast<bounds::SyscallFn>(rt);
+  rp->label = rp->text + kReplaceLabelOffset;
+  // A: v2, one FDE over T with kReplaceBigFres rows of CFA = RBP + 16, FP
+  // at CFA - 16, its FDE and FRE tables moved to the end of 1 MiB (the
+  // header's offsets at bytes 20 and 24 grow by the filler; function
+  // starts count from the section's start and stay).
+  sframe::FdeSpec a;
+  a.func_start = rp->text;
+  a.func_size = kReplaceTextLen;
+  for (uint32_t j = 0; j < kReplaceBigFres; j++) {
+    a.fres.push_back(sframe::FreSpec{j * (kReplaceTextLen / kReplaceBigFres), false, 16, -16});
+  }
+  const std::vector<uint8_t> tables = sframe::SectionBuilder(2).add_fde(a).build(rp->label);
+  const size_t filler = kReplaceBigLen - tables.size();
+  rp->big.assign(tables.begin(), tables.begin() + 28);
+  rp->big.resize(28 + filler, 0x5a);
+  rp->big.insert(rp->big.end(), tables.begin() + 28, tables.end());
+  for (size_t field : {size_t{20}, size_t{24}}) {
+    uint32_t off;
+    std::memcpy(&off, &rp->big[field], 4);
+    off += static_cast<uint32_t>(filler);
+    std::memcpy(&rp->big[field], &off, 4);
+  }
+  // B: v3, one flexible FDE over T (its rows are not kept in the FDE
+  // index: every lookup decodes B's bytes), CFA = RBP + 32, FP at CFA - 16.
+  sframe::FdeSpec b;
+  b.func_start = rp->text;
+  b.func_size = kReplaceTextLen;
+  b.flex = true;
+  b.fres.push_back(sframe::FreSpec{0, false, 32, -16});
+  rp->small = sframe::SectionBuilder(3).add_fde(b).build(rp->label);
 }
 
 // ioctl(2) made here, not in libc: the system call's PC is then in this
@@ -1011,6 +1104,73 @@ struct Thread {
     }
   }
 
+  // UNWIND_SELF from the stub in T, with RBP at a chain on this
+  // function's stack (above the stub's SP).  Record k (4 words at rbp +
+  // 32 k) holds what A's rule reads (FP, RA at rbp + 32 k and + 8) and
+  // what B's reads (at + 16 and + 24), both leading to record k + 1 with
+  // frame k + 1's return address as that rule gives it.  The replacer
+  // thread swaps A and B meanwhile: every frame must be one of the two.
+  VMTEST_NOIPA void DoUnwindReplaced() {
+    const Replaced& rp = w->replaced;
+    const uint32_t base = static_cast<uint32_t>(rng.Below(kReplaceSlots));
+    uint64_t chain[4 * kReplaceFrames];
+    const uint64_t rbp = reinterpret_cast<uint64_t>(chain);
+    for (uint32_t k = 0; k + 1 < kReplaceFrames; k++) {
+      chain[4 * k] = rbp + 32 * (k + 1);
+      chain[4 * k + 1] = ReplaceRa(rp.text, false, k + 1, base);
+      chain[4 * k + 2] = rbp + 32 * (k + 1);
+      chain[4 * k + 3] = ReplaceRa(rp.text, true, k + 1, base);
+    }
+    sframe_unwind_self u{};
+    u.size = sizeof(u);
+    u.flags = SFRAME_UNWIND_F_SFRAME;
+    u.frames = reinterpret_cast<uint64_t>(frames);
+    u.max_frames = kReplaceFrames;
+    req.assign(reinterpret_cast<uint8_t*>(&u), reinterpret_cast<uint8_t*>(&u) + sizeof(u));
+    const long ret = rp.stub(w->dev, SFRAME_IOC_UNWIND_SELF, &u, chain);
+    asm volatile("" ::"r"(chain) : "memory");  // the chain lives until here
+    const int err = ret < 0 && ret >= -4095 ? static_cast<int>(-ret) : 0;
+    calls++;
+    sh->ioctls.fetch_add(1, std::memory_order_relaxed);
+    sh->counts[kUnwindSelf][std::min(err, kErrnoSlots - 1)].fetch_add(1,
+                                                                      std::memory_order_relaxed);
+    const uint64_t arg = reinterpret_cast<uint64_t>(&u);
+    if (ret > 0 || ret < -4095 || (ret < 0 && !Documented(kUnwindSelf, err))) {
+      Fail("undocumented result (a walk through the replaced text)", kUnwindSelf,
+           SFRAME_IOC_UNWIND_SELF, arg, ret, err);
+    }
+    CheckUntouched(kUnwindSelf, SFRAME_IOC_UNWIND_SELF);
+    if (ret != 0) return;
+    sh->replaced_walks.fetch_add(1, std::memory_order_relaxed);
+    // frames[0] the stub's; then A's or B's return address for each frame;
+    // the limit, or no coverage where T had no section at that moment.
+    const uint32_t n = std::min(u.nr_frames, kReplaceFrames);
+    uint32_t bad = n >= 1 && frames[0] == rp.text + kReplaceStubPc ? UINT32_MAX : 0;
+    bool by_a = false, by_b = false;
+    for (uint32_t k = 1; bad == UINT32_MAX && k < n; k++) {
+      const bool a = frames[k] == ReplaceRa(rp.text, false, k, base);
+      const bool b = frames[k] == ReplaceRa(rp.text, true, k, base);
+      by_a |= a;
+      by_b |= b;
+      if (!a && !b) bad = k;
+    }
+    const bool end_ok = (u.stop_reason == SFRAME_STOP_LIMIT && u.nr_frames == kReplaceFrames) ||
+                        (u.stop_reason == SFRAME_STOP_NO_COVERAGE && u.nr_frames < kReplaceFrames);
+    if (bad != UINT32_MAX || !end_ok || u.nr_sframe + 1 != u.nr_frames) {
+      const uint32_t k = bad == UINT32_MAX ? n - 1 : bad;
+      char what[512];
+      std::snprintf(what, sizeof(what),
+                    "a walk through the replaced text followed neither section's rule: %u "
+                    "frames (%u by SFrame), stop %u; frame %u is 0x%" PRIx64 " (A's rule "
+                    "gives 0x%" PRIx64 ", B's 0x%" PRIx64 "; T at 0x%" PRIx64 ", chain base %u)",
+                    u.nr_frames, u.nr_sframe, u.stop_reason, k, frames[k],
+                    ReplaceRa(rp.text, false, k, base), ReplaceRa(rp.text, true, k, base),
+                    rp.text, base);
+      Fail(what, kUnwindSelf, SFRAME_IOC_UNWIND_SELF, arg, ret, err);
+    }
+    if (by_a && by_b) sh->replaced_mixed.fetch_add(1, std::memory_order_relaxed);
+  }
+
   VMTEST_NOIPA static void Deeper(Thread* t, int depth) {
     if (depth <= 0) {
       t->DoUnwindSelf();
@@ -1034,8 +1194,10 @@ struct Thread {
     else if (r < 30) DoUnregister();
     else if (r < 50) {
       // Now and then from deeper down: walks of hundreds of SFrame frames
-      // (and SFRAME_STOP_LIMIT when max_frames is smaller).
+      // (and SFRAME_STOP_LIMIT when max_frames is smaller); a quarter of
+      // the others through the replaced text.
       if (rng.OneIn(16)) Deeper(this, static_cast<int>(rng.Below(300)));
+      else if (rng.OneIn(4)) DoUnwindReplaced();
       else DoUnwindSelf();
     }
     else if (r < 57) DoGetStats();
@@ -1251,8 +1413,54 @@ void Mutate(World* w, Shared* sh, uint64_t seed, std::atomic<bool>* done,
   (void)n;
 }
 
-// A worker process: builds its world, runs `threads` fuzz threads and one
-// mutator, exits.  Never returns.
+// The replacer: unregisters T, supplies B, unregisters T, supplies A, in a
+// loop until done, each supply left in place for a millisecond (so that T
+// is covered most of the time and walks are under way when it changes).
+// Its calls are checked against the uapi and counted in the table by
+// errno, not in the total of calls (the target is the fuzz threads').
+// Documented failures are expected now and then: EDQUOT while the warm-up's
+// 64 MiB supply holds the process's bound, EEXIST or ENOENT if a fuzz
+// thread's request happened to name T.
+void Replace(World* w, Shared* sh, std::atomic<bool>* done) {
+  const Replaced& rp = w->replaced;
+  while (!done->load()) {
+    for (int step = 0; step < 4 && !done->load(); step++) {
+      const bool supply = step % 2 == 1, big = step == 3;
+      long ret;
+      if (supply) {
+        sframe_supply s{};
+        s.size = sizeof(s);
+        s.sframe_data = reinterpret_cast<uint64_t>(big ? rp.big.data() : rp.small.data());
+        s.sframe_len = big ? rp.big.size() : rp.small.size();
+        s.sframe_addr = rp.label;
+        s.text_start = rp.text;
+        s.text_len = kReplaceTextLen;
+        ret = RawIoctl(w->dev, SFRAME_IOC_SUPPLY, reinterpret_cast<uint64_t>(&s));
+      } else {
+        sframe_unregister u{};
+        u.size = sizeof(u);
+        u.text_start = rp.text;
+        ret = RawIoctl(w->dev, SFRAME_IOC_UNREGISTER, reinterpret_cast<uint64_t>(&u));
+      }
+      const int op = supply ? kSupply : kUnregister;
+      const int err = ret < 0 && ret >= -4095 ? static_cast<int>(-ret) : 0;
+      sh->counts[op][std::min(err, kErrnoSlots - 1)].fetch_add(1, std::memory_order_relaxed);
+      if (ret > 0 || ret < -4095 || (ret < 0 && !Documented(op, err))) {
+        const int slot = sh->nfail.fetch_add(1);
+        if (slot < kMaxFailures) {
+          std::snprintf(sh->fail[slot], sizeof(sh->fail[0]),
+                        "undocumented result: the replacer's %s of T (%s) returned %ld",
+                        kOpNames[op], supply ? (big ? "A" : "B") : "-", ret);
+        }
+      }
+      if (ret == 0 && supply) (big ? sh->supplied_a : sh->supplied_b).fetch_add(1);
+      if (supply) SleepUs(1000);
+    }
+  }
+}
+
+// A worker process: builds its world, runs `threads` fuzz threads, one
+// mutator and one replacer, exits.  Never returns.
 [[noreturn]] void Worker(Shared* sh, int worker, uint64_t seed, int threads,
                          uint64_t calls_per_thread, bool big_supplies) {
   World w;
@@ -1336,11 +1544,13 @@ void Mutate(World* w, Shared* sh, uint64_t seed, std::atomic<bool>* done,
   }
   std::atomic<bool> done{false};
   std::thread mut(Mutate, &w, sh, SplitMix(&s), &done, perf.get());
+  std::thread rep(Replace, &w, sh, &done);
   std::vector<std::thread> run;
   for (auto& t : ts) run.emplace_back([&t, calls_per_thread] { t->Run(calls_per_thread); });
   for (auto& t : run) t.join();
   done = true;
   mut.join();
+  rep.join();
   if (perf) perf->disable();
   _exit(0);  // registrations, sessions and the perf event die with the process
 }
@@ -1542,6 +1752,11 @@ TEST_F(FuzzTest, AMillionRandomIoctlsWhileTheMemoryChanges) {
               secs, static_cast<double>(calls) / secs, sh->mutations.load(), sh->children.load(),
               sh->sessions.load(), sh->records.load(), sh->walked.load(), sh->perf_ok.load(),
               kWorkers);
+  std::printf("fuzz: replaced text: %" PRIu64 " supplies of A and %" PRIu64
+              " of B, %" PRIu64 " walks through it (%" PRIu64
+              " with frames of both: replaced during the walk)\n",
+              sh->supplied_a.load(), sh->supplied_b.load(), sh->replaced_walks.load(),
+              sh->replaced_mixed.load());
   std::printf("fuzz: two 64 MiB supplies returned %s, %s\n",
               ErrName(static_cast<int>(-sh->big[0].load())).c_str(),
               ErrName(static_cast<int>(-sh->big[1].load())).c_str());
@@ -1578,6 +1793,9 @@ TEST_F(FuzzTest, AMillionRandomIoctlsWhileTheMemoryChanges) {
   EXPECT_GT(sh->counts[kUnwindSelf][0].load(), 0u) << "no UNWIND_SELF succeeded";
   EXPECT_GT(sh->walked.load(), 0u) << "no UNWIND_SELF walked a frame with SFrame";
   EXPECT_GT(sh->children.load(), 0u) << "no child was forked";
+  EXPECT_GT(sh->supplied_a.load(), 0u) << "the replacer never supplied A";
+  EXPECT_GT(sh->supplied_b.load(), 0u) << "the replacer never supplied B";
+  EXPECT_GT(sh->replaced_walks.load(), 0u) << "no walk through the replaced text succeeded";
   if (geteuid() == 0) {
     EXPECT_GT(sh->sessions.load(), 0u) << "root never started a session";
   } else if (sframe::perf_event_paranoid() > 2) {
