@@ -65,6 +65,10 @@ using vmtest::NowMs;
 using vmtest::ParanoidGuard;
 using vmtest::RunAsUser;
 using vmtest::SessionTest;
+using vmtest::Pipe;
+using vmtest::ReadAll;
+using vmtest::WaitStatus;
+using vmtest::WriteAll;
 
 // Reads a whole small file (a /proc or /sys value).
 std::string ReadFile(const std::string& path) {
@@ -88,47 +92,7 @@ bool WriteFile(const std::string& path, const std::string& value) {
   return static_cast<bool>(f);
 }
 
-// A pipe whose ends close themselves.
-struct Pipe {
-  sframe::UniqueFd r, w;
-  Pipe() {
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) == 0) {
-      r.reset(fds[0]);
-      w.reset(fds[1]);
-    }
-  }
-};
 
-void WriteAll(int fd, const std::string& s) {
-  size_t done = 0;
-  while (done < s.size()) {
-    ssize_t n = write(fd, s.data() + done, s.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<size_t>(n);
-  }
-}
-
-// Reads until EOF.
-std::string ReadAll(int fd) {
-  std::string out;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  return out;
-}
-
-int WaitStatus(pid_t pid) {
-  int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
 
 // ---- finding 6: tasks blocked in the kernel ---------------------------------------------
 

@@ -141,6 +141,45 @@ Collected Collect(Session* s, sframe::PerfEvent* ev, int ms, const std::function
   return Collect(std::vector<Session*>{s}, ev, ms, midway).front();
 }
 
+// ---- plumbing for forked helpers -------------------------------------------------------
+
+Pipe::Pipe() {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) == 0) {
+    r.reset(fds[0]);
+    w.reset(fds[1]);
+  }
+}
+
+void WriteAll(int fd, const std::string& s) {
+  size_t done = 0;
+  while (done < s.size()) {
+    ssize_t n = write(fd, s.data() + done, s.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
+std::string ReadAll(int fd) {
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+int WaitStatus(pid_t pid) {
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
 // ---- privileges -------------------------------------------------------------------------
 
 namespace {

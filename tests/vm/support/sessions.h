@@ -227,6 +227,21 @@ std::vector<Collected> Collect(std::vector<sframe::Session*> sessions, sframe::P
 Collected Collect(sframe::Session* s, sframe::PerfEvent* ev, int ms,
                   const std::function<void()>& midway = nullptr);
 
+// ---- plumbing for forked helpers -------------------------------------------------------
+
+// A pipe whose ends close themselves.
+struct Pipe {
+  sframe::UniqueFd r, w;
+  Pipe();
+};
+
+// Writes all of s (stops at an error or a closed pipe).
+void WriteAll(int fd, const std::string& s);
+// Reads until EOF.
+std::string ReadAll(int fd);
+// Reaps pid: its exit status, or 128 + the signal that killed it.
+int WaitStatus(pid_t pid);
+
 // ---- privileges -------------------------------------------------------------------------
 
 inline constexpr uint32_t kNobody = 65534;
