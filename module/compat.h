@@ -44,9 +44,53 @@ static inline struct vm_area_struct *sframe_next_vma(struct mm_struct *mm,
 	return find_vma(mm, addr);
 }
 
+/*
+ * Is the task's core dump (and so its ptrace by its owner) allowed in the
+ * default way, SUID_DUMP_USER?  A setuid exec or prctl(PR_SET_DUMPABLE, 0)
+ * makes it not.  The state lived in mm->flags (get_dumpable(mm)) until it
+ * moved to an RCU-protected task->exec_state (7.2: <linux/sched/exec_state.h>,
+ * whose reader task_exec_state_get_dumpable() is not exported; the struct
+ * is in the header).  Kbuild probes for that header
+ * (SFRAME_HAVE_TASK_EXEC_STATE).  Task context.
+ */
+#ifdef SFRAME_HAVE_TASK_EXEC_STATE
+#include <linux/sched/exec_state.h>
+static inline bool sframe_dumpable_by_owner(struct task_struct *task)
+{
+	const struct task_exec_state *es;
+	bool owner;
+
+	rcu_read_lock();
+	es = rcu_dereference(task->exec_state);
+	owner = es && READ_ONCE(es->dumpable) == TASK_DUMPABLE_OWNER;
+	rcu_read_unlock();
+	return owner && task->mm;
+}
+#else
+#include <linux/sched/coredump.h>
+static inline bool sframe_dumpable_by_owner(struct task_struct *task)
+{
+	return task->mm && get_dumpable(task->mm) == SUID_DUMP_USER;
+}
+#endif
+
 /* The ELF program header of .sframe; <linux/elf.h> names it from 6.x on. */
 #ifndef PT_GNU_SFRAME
 #define PT_GNU_SFRAME 0x6474e554
+#endif
+
+/*
+ * Is this instruction word an ENDBR (or the poison that replaces a sealed
+ * one)?  is_endbr(u32 val) became is_endbr(u32 *addr), a fault-safe reader
+ * that is not exported, in 6.18 or so, with the value test renamed
+ * __is_endbr(); Debian backports such changes, so Kbuild probes
+ * <asm/ibt.h> for __is_endbr (SFRAME_HAVE___IS_ENDBR) instead of trusting
+ * the version.
+ */
+#ifdef SFRAME_HAVE___IS_ENDBR
+#define sframe_is_endbr(val) __is_endbr(val)
+#else
+#define sframe_is_endbr(val) is_endbr(val)
 #endif
 
 /*
@@ -57,7 +101,7 @@ static inline struct vm_area_struct *sframe_next_vma(struct mm_struct *mm,
 static inline unsigned long sframe_function_entry(unsigned long kprobe_addr)
 {
 #ifdef CONFIG_X86_KERNEL_IBT
-	if (is_endbr(*(u32 *)(kprobe_addr - ENDBR_INSN_SIZE)))
+	if (sframe_is_endbr(*(u32 *)(kprobe_addr - ENDBR_INSN_SIZE)))
 		return kprobe_addr - ENDBR_INSN_SIZE;
 #endif
 	return kprobe_addr;

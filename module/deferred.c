@@ -527,10 +527,8 @@ static bool sframe_request_close(struct sframe_request *req,
  */
 static u32 sframe_stack_sensitive(const struct sframe_sample *smp)
 {
-	struct mm_struct *mm = current->mm;
-
 	if (smp->cred != (const void *)rcu_access_pointer(current->real_cred) ||
-	    !mm || get_dumpable(mm) != SUID_DUMP_USER)
+	    !sframe_dumpable_by_owner(current))
 		return SFRAME_SAMPLE_F_NOT_DUMPABLE;
 	return 0;
 }

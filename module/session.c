@@ -609,9 +609,13 @@ static u64 sframe_session_limit(enum sframe_quota_res res, bool audit)
 
 	if (res == SFRAME_QUOTA_SESSIONS)
 		return READ_ONCE(session_max_user);
-	/* perf's rule for ring buffers beyond perf_event_mlock_kb. */
+	/*
+	 * perf's rule for ring buffers beyond perf_event_mlock_kb.  (The
+	 * silent check is ns_capable_noaudit(): has_capability_noaudit() is
+	 * no longer exported in 7.x.)
+	 */
 	ipc_lock = audit ? capable(CAP_IPC_LOCK) :
-			   has_capability_noaudit(current, CAP_IPC_LOCK);
+			   ns_capable_noaudit(&init_user_ns, CAP_IPC_LOCK);
 	if (ipc_lock)
 		return U64_MAX;
 	return (u64)READ_ONCE(session_max_user_kb) << 10;

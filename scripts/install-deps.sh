@@ -65,8 +65,10 @@ PKGS=(
 	linux-image-amd64 linux-headers-amd64
 	linux-image-6.12-amd64 linux-headers-6.12-amd64 dwarves
 	dkms kmod openssl
-	# the VM rig (tests/vm/run-vm.sh)
+	# the VM rig (tests/vm/run-vm.sh); the Debian 13 and sid root file
+	# systems it boots (tests/vm/images/build.sh)
 	qemu-system-x86 busybox-static cpio xz-utils zstd util-linux coreutils
+	mmdebstrap debian-archive-keyring
 	# perf record, the comparison of bench/profile_vmbench in the VM
 	linux-perf
 	# the flame graph's tests: its SVG parsed as XML (userlib/tests), and
@@ -99,6 +101,45 @@ rt_wanted() { # KERNELS: the RT kernel packages it asks for, one a line
 mapfile -t rt_pkgs < <(rt_wanted "${KERNELS:-}" | sort -u)
 PKGS+=("${rt_pkgs[@]}")
 
+SUDO=()
+if [[ $(id -u) -ne 0 ]] && command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+	SUDO=(sudo -n)
+fi
+as_root() { if [[ $(id -u) -eq 0 || ${#SUDO[@]} -gt 0 ]]; then "${SUDO[@]}" "$@"; else return 1; fi; }
+
+# The project's own apt sources (scripts/apt/): trixie, trixie-backports and
+# sid, pinned at priority 1 so that the host's bookworm packages are never
+# replaced.  The VM images and the SFrame version 3 tools are resolved and
+# downloaded through them.  Installed before anything else, and the lists
+# refreshed once when they are new; checked afterwards: no installed package
+# may have a candidate from them.
+apt_sources() {
+	local f dst changed=0
+	for f in sources:sources.list.d/sframe-unwind.sources pref:preferences.d/sframe-unwind; do
+		dst=/etc/apt/${f#*:}
+		if ! cmp -s "$ROOT/scripts/apt/sframe-unwind.${f%%:*}" "$dst"; then
+			as_root install -m 0644 "$ROOT/scripts/apt/sframe-unwind.${f%%:*}" "$dst" || {
+				echo "install-deps: need root to install $dst" >&2
+				return 1
+			}
+			changed=1
+		fi
+	done
+	if [[ $changed == 1 ]] || ! compgen -G '/var/lib/apt/lists/*_dists_sid_*Packages*' >/dev/null; then
+		as_root env DEBIAN_FRONTEND=noninteractive apt-get -q update || return 1
+	fi
+	# The pin's promise, checked: an upgrade would take nothing from them.
+	local bad
+	bad=$(apt-get -s -o Debug::NoLocking=1 upgrade 2>/dev/null | grep -E '^Inst .*(Debian:(1[3-9]|unstable|testing)|Debian Backports|bpo1[3-9])' || true)
+	if [[ -n $bad ]]; then
+		echo "install-deps: the pin of scripts/apt/sframe-unwind.pref would upgrade the host:" >&2
+		echo "$bad" >&2
+		return 1
+	fi
+	echo "install-deps: apt sources trixie, trixie-backports, sid present (priority 1)"
+}
+apt_sources
+
 missing=()
 for p in "${PKGS[@]}"; do
 	if ! dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null | grep -q '^ii'; then
@@ -112,14 +153,9 @@ if [[ ${#missing[@]} -eq 0 ]]; then
 fi
 echo "install-deps: missing: ${missing[*]}"
 
-SUDO=()
-if [[ $(id -u) -ne 0 ]]; then
-	if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
-		SUDO=(sudo -n)
-	else
-		echo "install-deps: need root to install: ${missing[*]}" >&2
-		exit 1
-	fi
+if [[ $(id -u) -ne 0 && ${#SUDO[@]} -eq 0 ]]; then
+	echo "install-deps: need root to install: ${missing[*]}" >&2
+	exit 1
 fi
 
 export DEBIAN_FRONTEND=noninteractive

@@ -86,8 +86,14 @@ TEST_TIMEOUT=${SFRAME_VM_TEST_TIMEOUT:-300}
 BENCH_TIMEOUT=${SFRAME_VM_BENCH_TIMEOUT:-300}
 
 KVER=$(rig_default_kver) || fail_early "no Debian kernel with headers found (install linux-image-amd64 linux-headers-amd64)"
-KERNEL=/boot/vmlinuz-$KVER
-MODDIR=/lib/modules/$KVER
+# The root file system the kernel belongs to: the host's own (bookworm), or
+# a whole Debian system made by tests/vm/images/build.sh (trixie, sid),
+# which then is the guest's root; the host's tree is still there for the
+# build directory and the repository (guest-run.sh).
+ROOTFS=$(rig_kver_root "$KVER") ||
+	fail_early "kernel $KVER is neither the host's nor in a VM image (tests/vm/images/build.sh)"
+KERNEL=${ROOTFS%/}/boot/vmlinuz-$KVER
+MODDIR=${ROOTFS%/}/lib/modules/$KVER
 [[ -r $KERNEL ]] || fail_early "cannot read $KERNEL"
 command -v qemu-system-x86_64 >/dev/null || fail_early "qemu-system-x86_64 missing (scripts/install-deps.sh)"
 command -v python3 >/dev/null || fail_early "python3 missing (scripts/install-deps.sh)"
@@ -104,7 +110,7 @@ elif [[ -n ${SFRAME_VM_KO:-} ]]; then
 	KO=$(realpath -e "$SFRAME_VM_KO") || fail_early "no module file $SFRAME_VM_KO"
 	modinfo -F vermagic "$KO" | grep -q "^$KVER " ||
 		fail_early "$KO was not built for $KVER: $(modinfo -F vermagic "$KO")"
-elif ! modinfo -k "$KVER" -F filename "$MODULE" >/dev/null 2>&1; then
+elif [[ -z $(find "$MODDIR" -name "$MODULE.ko*" -print -quit 2>/dev/null) ]]; then
 	fail_early "module $MODULE is not installed for $KVER (run scripts/dkms-install.sh $KVER)"
 fi
 
@@ -206,6 +212,7 @@ done
 
 {
 	printf 'KVER=%q\n' "$KVER"
+	printf 'ROOTFS=%q\n' "$ROOTFS"
 	printf 'BUILD_DIR=%q\n' "$BUILD_DIR"
 	printf 'REPO_DIR=%q\n' "$(cd "$RIG/../../.." && pwd)"
 	printf 'MODULE=%q\n' "$MODULE"
@@ -222,15 +229,23 @@ done
 } > "$INITRD_DIR/rig/config"
 if [[ ${#tests[@]} -gt 0 ]]; then printf '%s\n' "${tests[@]}"; fi > "$OUTDIR/tests.list"
 
+# An image's guest also gets the host's root (read-only, tag "hostfs"): the
+# build tree, the repository and the tests are read from it (rig/init,
+# guest-run.sh).
+[[ $ROOTFS == / ]] || : > "$INITRD_DIR/rig/hostfs"
+
 INITRD=$WORK/initrd.cpio
 (cd "$INITRD_DIR" && find . -print0 | cpio --null -o -H newc --quiet) > "$INITRD" ||
 	fail_early "cpio failed"
 t_initrd=$(date +%s.%N)
 
-# ---- accelerator: KVM only if it really works ----
+# ---- accelerator: KVM only if a guest really boots with it ----
 # /dev/kvm can exist and even create VMs while vCPUs cannot run (this
-# machine's sandbox: qemu aborts setting MSRs), so the probe is qemu itself
-# bringing up a vCPU with the exact options.  SFRAME_VM_ACCEL=tcg|kvm forces.
+# machine's sandbox: qemu aborts setting MSRs), or run them while the guest
+# never gets past "Probing EDD" (issue 28), so the probe is a tiny guest of
+# this very kernel that must print a marker within
+# SFRAME_VM_KVM_PROBE_TIMEOUT (60 s); the decision is cached in
+# SFRAME_VM_ACCEL_CACHE (rig/accel.sh).  SFRAME_VM_ACCEL=tcg|kvm forces.
 # Under TCG the guest CPU has no CMPXCHG16B (-cx16): Debian's qemu 7.2 left
 # EFLAGS garbage (RAX's low bits) after the guest kernel's
 # `cmpxchg16b %gs:(%rsi)` in SLUB's allocation fast path, seen as a
@@ -240,21 +255,15 @@ t_initrd=$(date +%s.%N)
 # repeats, with this tree's module and with the one of c3302bf alike).
 # Without CX16 the kernel takes its locked slow path; nothing of the module
 # depends on it.
-kvm_works() {
-	[[ -r /dev/kvm && -w /dev/kvm ]] || return 1
-	(echo quit | timeout 30 qemu-system-x86_64 -enable-kvm -cpu host -smp "${SFRAME_VM_SMP:-2}" \
-		-nodefaults -display none -S -monitor stdio) >/dev/null 2>&1
-}
-case ${SFRAME_VM_ACCEL:-auto} in
+# shellcheck source=rig/accel.sh
+. "$RIG/accel.sh"
+rm -f "$OUTDIR/accel-probe.log"
+rig_choose_accel "$KVER" "$KERNEL" "$BUSYBOX" "$OUTDIR/accel-probe.log" ||
+	fail_early "bad accelerator setting"
+# shellcheck disable=SC2054  # commas inside -cpu
+case $RIG_ACCEL_CHOICE in
 kvm) accel=(-enable-kvm -cpu host) ;;
-tcg) accel=(-accel tcg -cpu max,-cx16) ;;
-*)
-	if kvm_works; then
-		accel=(-enable-kvm -cpu host)
-	else
-		accel=(-accel tcg -cpu max,-cx16)
-	fi
-	;;
+*) accel=(-accel tcg -cpu max,-cx16) ;;
 esac
 if [[ ${SFRAME_VM_ICOUNT:-0} == 1 ]]; then
 	[[ ${accel[0]} == -accel && ${SFRAME_VM_SMP:-2} == 1 ]] ||
@@ -271,7 +280,9 @@ append+=" softlockup_panic=1 hung_task_panic=1 sysctl.kernel.hung_task_timeout_s
 append+=" rcupdate.rcu_cpu_stall_suppress=0 sysctl.kernel.panic_on_rcu_stall=1"
 append+=" rdinit=/init"
 
-echo "run-vm: kernel $KVER (${accel[*]}), ${#tests[@]} test binaries, ${#benches[@]} benchmarks"
+rootdesc="the host's root"
+[[ $ROOTFS == / ]] || rootdesc="image $ROOTFS ($(sed -n 's/^suite=//p' "$ROOTFS/.sframe-image"))"
+echo "run-vm: kernel $KVER (${accel[*]}), root: $rootdesc, ${#tests[@]} test binaries, ${#benches[@]} benchmarks"
 echo "run-vm: console log $CONSOLE, results $RES"
 
 # NMI injection service for tests (see rig/nmi-server.py).
@@ -283,9 +294,12 @@ qemu_cmd=(qemu-system-x86_64 "${accel[@]}"
 	-m "${SFRAME_VM_MEM:-2G}" -smp "${SFRAME_VM_SMP:-2}"
 	-nographic -no-reboot -nic none
 	-kernel "$KERNEL" -initrd "$INITRD" -append "$append"
-	-virtfs local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap
+	-virtfs "local,path=$ROOTFS,mount_tag=host,security_model=none,readonly=on,multidevs=remap"
 	-virtfs "local,path=$RES,mount_tag=results,security_model=none,multidevs=remap"
 	-monitor "unix:$MON,server,nowait")
+if [[ $ROOTFS != / ]]; then
+	qemu_cmd+=(-virtfs local,path=/,mount_tag=hostfs,security_model=none,readonly=on,multidevs=remap)
+fi
 printf '%q ' "${qemu_cmd[@]}" > "$OUTDIR/qemu.cmd"
 echo >> "$OUTDIR/qemu.cmd"
 

@@ -39,6 +39,13 @@ finish() {
 # Host paths under /tmp that the run needs (the build tree, the repository,
 # the programs: a CI clone may live in /tmp) stay visible at their own paths:
 # their top directory under /tmp is bind-mounted over the fresh tmpfs.
+#
+# On a VM image's root (ROOTFS is not /), the host's root is at HOSTFS
+# (rig/init): the host's /tmp is taken from there, and the repository, the
+# build tree and the programs elsewhere are bind-mounted at their host paths
+# below, so every path in the config means the same as on the host.
+HOSTFS=
+[[ ${ROOTFS:-/} != / ]] && HOSTFS=/run/sframe-vm/host
 declare -A keep=()
 for p in "$BUILD_DIR" "$REPO_DIR" "${TESTS[@]}" "${BENCHES[@]}"; do
 	case $p in
@@ -50,7 +57,7 @@ for p in "$BUILD_DIR" "$REPO_DIR" "${TESTS[@]}" "${BENCHES[@]}"; do
 done
 if [[ ${#keep[@]} -gt 0 ]]; then
 	mkdir -p /run/sframe-vm/hosttmp
-	mount --bind /tmp /run/sframe-vm/hosttmp
+	mount --bind "$HOSTFS/tmp" /run/sframe-vm/hosttmp
 fi
 mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /tmp
 for k in "${!keep[@]}"; do
@@ -58,6 +65,17 @@ for k in "${!keep[@]}"; do
 	if [[ -d $src ]]; then mkdir -p "$k"; else touch "$k"; fi
 	mount --bind "$src" "$k"
 done
+if [[ -n $HOSTFS ]]; then
+	declare -A bound=()
+	for p in "$REPO_DIR" "$BUILD_DIR" "${TESTS[@]%/*}" "${BENCHES[@]%/*}"; do
+		[[ -n $p && $p != /tmp/* ]] || continue
+		inside=0
+		for b in "${!bound[@]}"; do [[ $p == "$b" || $p == "$b"/* ]] && inside=1; done
+		[[ $inside == 1 ]] && continue
+		mkdir -p "$p" && mount --bind "$HOSTFS$p" "$p" && bound[$p]=1 ||
+			echo "<5>vmrig: cannot bind the host's $p" > /dev/kmsg
+	done
+fi
 
 # The build tree as uid 65534 can reach it.  The checkout may live where that
 # user cannot enter (a clone under /root, a `mktemp -d` directory: 0700), and
