@@ -14,7 +14,8 @@ module:
 	$(MAKE) -C module KDIR=$(KDIR)
 
 # Install the module through DKMS for the rig's default kernel (the newest
-# 6.1), or for KVER=... (one or more versions or series: "6.1 6.12").
+# 6.1), or for KVER=... (one or more versions or series: "6.1 6.12 7.3";
+# a VM image's kernel is built by that image's DKMS).
 install:
 	scripts/dkms-install.sh $(KVER)
 
@@ -25,9 +26,10 @@ demo:
 
 # Every test: host unit tests and fuzzing, then the VM suite on Debian's
 # stock kernels.  Installs its own dependencies with apt.
-# KERNELS="6.1 6.12" (the default), KERNELS=all (also the PREEMPT_RT
-# flavours of both, "6.1-rt 6.12-rt", which install-deps.sh then installs),
-# or any list of series/versions: the kernels the VM suite runs on
+# KERNELS="6.1 7.3" (the default: Debian 12's kernel and the newest, from
+# trixie-backports, in a Debian 13 VM image), KERNELS=all (also bookworm's
+# and trixie's 6.12, sid's 7.2, and the PREEMPT_RT flavours of 6.1 and
+# 6.12), or any list of series/versions: the kernels the VM suite runs on
 # (scripts/run-tests.sh).
 check:
 	KERNELS="$(KERNELS)" scripts/run-tests.sh

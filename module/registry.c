@@ -512,7 +512,11 @@ static void sframe_mm_reap_dead(struct sframe_mm *smm)
  * Text covered by a section was unmapped (munmap, mremap, dlclose): the
  * section must not describe whatever is mapped there next.  Only unmaps
  * matter: other invalidations (reclaim, migration, protection changes)
- * keep the text where it is.
+ * keep the text where it is.  And the OOM reaper's (process_mrelease()
+ * too), the only invalidation that may not block: its mm is dying and its
+ * text will never run again, so the sections go as they did when it said
+ * MMU_NOTIFY_UNMAP (6.1, 6.12); 7.x's reaper says MMU_NOTIFY_CLEAR (seen
+ * with a kprobe on 7.3.4: event 1, flags 0).
  */
 static int sframe_mm_invalidate_start(struct mmu_notifier *mn,
 				      const struct mmu_notifier_range *range)
@@ -521,7 +525,9 @@ static int sframe_mm_invalidate_start(struct mmu_notifier *mn,
 	struct sframe_entry *entry;
 	unsigned long index;
 
-	if (range->event != MMU_NOTIFY_UNMAP || range->end <= range->start ||
+	if ((range->event != MMU_NOTIFY_UNMAP &&
+	     mmu_notifier_range_blockable(range)) ||
+	    range->end <= range->start ||
 	    !sframe_mm_overlaps(smm, range->start, range->end - 1))
 		return 0;
 	/*

@@ -20,13 +20,17 @@
 #
 # Environment:
 #   KERNELS   the kernels the VM suite runs on, as series ("6.1", "6.12",
-#             "6.1-rt", "6.12-rt": the newest installed kernel of that line
-#             and flavour) or exact versions; default "6.1 6.12" (Debian 12's
-#             and Debian 13's kernels, both installed by install-deps.sh).
-#             "all" is the default plus the PREEMPT_RT flavours of both
-#             ("6.1 6.12 6.1-rt 6.12-rt"), which install-deps.sh installs
-#             (linux-image-rt-amd64, linux-image-6.12-rt-amd64, and their
-#             headers) when KERNELS is "all" or names them.
+#             "6.1-rt", "6.12-rt", "7.2", "7.3": the newest kernel of that
+#             line and flavour), series of one system ("trixie:6.12": Debian
+#             13's own 6.12, in the trixie image; "host:6.12": bookworm's) or
+#             exact versions.  The host's (bookworm's) kernels are installed
+#             by install-deps.sh; 7.3 (trixie-backports) and trixie's 6.12
+#             live in the trixie image, 7.2 in the sid image
+#             (tests/vm/images/), built here when a kernel needs them.
+#             Default "6.1 7.3": Debian 12's kernel and the newest.  "all":
+#             ALL_KERNELS below (also bookworm's 6.12, trixie's 6.12, 7.2
+#             and the PREEMPT_RT flavours of 6.1 and 6.12, which
+#             install-deps.sh installs when KERNELS is "all" or names them).
 #             `make check KERNELS=...` passes it.  A named kernel that is not
 #             installed, or that DKMS refuses, is a failed suite.
 #   SFRAME_CTEST_ARGS   extra ctest arguments, e.g. "-j2" or "-R decode"
@@ -49,10 +53,30 @@ problems=()
 summaries=()
 t0=$(date +%s)
 
-note() { echo; echo "==== run-tests: $* ($(($(date +%s) - t0))s)"; }
+# Each phase's time, printed as it ends and again in the summary.
+phases=()
+phase_name=
+phase_t0=
+phase_end() {
+	[[ -n $phase_name ]] || return 0
+	local secs=$(($(date +%s) - phase_t0))
+	phases+=("$(printf '%6ds  %s' "$secs" "$phase_name")")
+	echo "==== run-tests: $phase_name took ${secs}s"
+	phase_name=
+}
+note() {
+	phase_end
+	phase_name=$*
+	phase_t0=$(date +%s)
+	echo
+	echo "==== run-tests: $* ($(($(date +%s) - t0))s)"
+}
 problem() { problems+=("$1"); failed=$((failed + 1)); }
 finish() {
+	phase_end
 	echo
+	echo "==== run-tests: phases"
+	for p in "${phases[@]}"; do echo "  $p"; done
 	echo "==== run-tests: summary after $(($(date +%s) - t0))s"
 	for p in "${summaries[@]}"; do echo "  vm $p"; done
 	for p in "${problems[@]}"; do echo "  problem: $p"; done
@@ -77,6 +101,61 @@ if ! scripts/install-deps.sh; then
 	problem "VM suite did not run"
 	finish
 fi
+
+# ---- the kernels, and the VM images they need ------------------------------------
+# The kernels: each spec resolved to the newest kernel it names.
+DEFAULT_KERNELS="6.1 7.3"
+# install-deps.sh installed the RT kernels for it: each one is required.
+ALL_KERNELS="6.1 7.3 host:6.12 trixie:6.12 7.2 6.1-rt 6.12-rt"
+specs=${KERNELS:-}
+case $specs in
+'') specs=$DEFAULT_KERNELS ;;
+all) specs=$ALL_KERNELS ;;
+esac
+
+# The VM images those kernels live in, built (or found in the cache) first:
+# a series no host kernel has is looked for in them (rig_resolve_kver).
+image_of_spec() { # SPEC: the image it needs, if any
+	case $1 in
+	trixie:* | sid:*) echo "${1%%:*}" ;;
+	host:*) ;;
+	7.3 | 7.3-rt) echo trixie ;;
+	7.2 | 7.2-rt) echo sid ;;
+	*+deb13-*) echo trixie ;;
+	*+deb14-*) echo sid ;;
+	esac
+}
+declare -A want_image=()
+for spec in $specs; do
+	i=$(image_of_spec "$spec")
+	[[ -n $i ]] && want_image[$i]=1
+done
+# Built in the background while the host's build and tests run (mostly
+# download and dpkg, little of the CPU the compiler uses); waited for
+# before DKMS (images_done).
+image_pids=()
+for i in "${!want_image[@]}"; do
+	echo "==== run-tests: building the VM image $i in the background ($LOGS/image-$i.log)"
+	as_root tests/vm/images/build.sh "$i" > "$LOGS/image-$i.path" 2> "$LOGS/image-$i.log" &
+	image_pids+=("$i:$!")
+done
+images_done() {
+	local e i pid
+	[[ ${#image_pids[@]} -gt 0 ]] || return 0
+	note "VM images (${!want_image[*]}): waiting for their build"
+	for e in "${image_pids[@]}"; do
+		i=${e%%:*}
+		pid=${e#*:}
+		if ! wait "$pid"; then
+			tail -n 20 "$LOGS/image-$i.log"
+			problem "VM image $i could not be built (see $LOGS/image-$i.log)"
+			continue
+		fi
+		echo "image $i: $(cat "$LOGS/image-$i.path") ($(grep -E '^images: ' "$LOGS/image-$i.log" | tail -n 1))"
+		sed 's/^/  /' "$(cat "$LOGS/image-$i.path")/.sframe-image"
+	done
+}
+
 
 # ---- 2. build -----------------------------------------------------------------
 note "build (cmake)"
@@ -123,13 +202,7 @@ else
 fi
 
 # ---- 4. module into DKMS -------------------------------------------------------
-# The kernels: each spec resolved to the newest installed kernel it names.
-specs=${KERNELS:-}
-case $specs in
-'') specs="6.1 6.12" ;;
-# install-deps.sh installed the RT kernels for it: each one is required.
-all) specs="6.1 6.12 6.1-rt 6.12-rt" ;;
-esac
+images_done
 kvers=()
 for spec in $specs; do
 	if k=$(rig_resolve_kver "$spec"); then
@@ -148,6 +221,12 @@ if [[ ${#kvers[@]} -gt 0 ]]; then
 fi
 
 # ---- 5. VM tests, once per kernel ---------------------------------------------
+# The accelerator is chosen once for the run (rig/accel.sh boots a probe
+# guest; a machine whose /dev/kvm never boots a guest costs one bound, not
+# one per VM).
+export SFRAME_VM_ACCEL_CACHE=$VMOUT/accel
+rm -rf "$SFRAME_VM_ACCEL_CACHE"
+mkdir -p "$SFRAME_VM_ACCEL_CACHE"
 for k in "${kvers[@]}"; do
 	note "VM tests on $k"
 	if ! grep -qxF "dkms-install: $k: installed" "$LOGS/dkms.log"; then
@@ -193,7 +272,15 @@ note "packages (make deb, lintian)"
 if make deb BUILD="$BUILD" 2>&1 | tee "$LOGS/deb.log"; [[ ${PIPESTATUS[0]} -eq 0 ]]; then
 	passed=$((passed + 1))
 	echo "packages: built, lintian without errors"
-	if pk=$(rig_resolve_kver 6.1); then
+	# On Debian 12's 6.1 (the host's system); with KERNELS=all also on the
+	# trixie image's 7.3 (Debian 13 with trixie-backports' kernel).
+	pkg_specs="6.1"
+	[[ ${KERNELS:-} == all ]] && pkg_specs="6.1 7.3"
+	for ps in $pkg_specs; do
+		if ! pk=$(rig_resolve_kver "$ps"); then
+			problem "package test on $ps did not run: no such kernel (host or VM image)"
+			continue
+		fi
 		note "package test in a VM on $pk"
 		log=$LOGS/package-$pk.log
 		SFRAME_KVER=$pk tests/vm/package/run.sh "$BUILD" "$BUILD/deb" "$VMOUT/package-$pk" 2>&1 |
@@ -214,9 +301,7 @@ if make deb BUILD="$BUILD" 2>&1 | tee "$LOGS/deb.log"; [[ ${PIPESTATUS[0]} -eq 0
 		else
 			problem "package test on $pk did not run (see $log)"
 		fi
-	else
-		problem "package test did not run: no 6.1 kernel installed with headers"
-	fi
+	done
 else
 	problem "make deb failed (packages not built, or lintian errors; see $LOGS/deb.log)"
 	problem "package test did not run"
