@@ -85,7 +85,8 @@ put_user:
 }
 
 int sframe_fde_index_validate(const struct sframe_section *sec, u64 text_start,
-			      u64 text_len, struct sframe_fde_index **index)
+			      u64 text_len, struct sframe_fde_index **index,
+			      struct sframe_validation *res)
 {
 	struct sframe_fde_index *fi;
 	u64 size = 0;
@@ -93,8 +94,8 @@ int sframe_fde_index_validate(const struct sframe_section *sec, u64 text_start,
 
 	*index = NULL;
 	fi = sframe_fde_index_alloc(sec, &size);
-	ret = sframe_validate_index(sec, text_start, text_len,
-				    fi ? fi->table : NULL, size);
+	ret = sframe_validate_report(sec, text_start, text_len,
+				     fi ? fi->table : NULL, size, res);
 	if (ret) {
 		sframe_fde_index_put(fi);
 		return ret;

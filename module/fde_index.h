@@ -19,10 +19,13 @@ struct sframe_fde_index;
  * index_max_user_kb, to its user.  Process context.  Returns what the
  * validation returns; on success *index is the index, or NULL when none
  * was made (the user's bound, no memory, or a section the index cannot
- * describe): lookups then search the section, as correct and slower.
+ * describe): lookups then search the section, as correct and slower.  On
+ * success *res says what the validation found (sframe_validate_report()):
+ * FDEs skipped for too many FREs, text covered.
  */
 int sframe_fde_index_validate(const struct sframe_section *sec, u64 text_start,
-			      u64 text_len, struct sframe_fde_index **index);
+			      u64 text_len, struct sframe_fde_index **index,
+			      struct sframe_validation *res);
 
 /* Another reference, or NULL if the last one is gone (RCU readers). */
 struct sframe_fde_index *sframe_fde_index_get(struct sframe_fde_index *fi);

@@ -665,29 +665,6 @@ static int sframe_check_bounds(u64 sframe_addr, u64 sframe_len,
 	return 0;
 }
 
-/* Text bytes the FDEs of a validated section describe (disjoint FDEs). */
-static int sframe_covered_bytes(const struct sframe_section *sec,
-				u64 *covered)
-{
-	struct sframe_fde fde;
-	u32 i;
-	int ret;
-
-	*covered = 0;
-	for (i = 0; i < sec->num_fdes; i++) {
-		/* Up to millions of user reads: pause as validation does. */
-		if (!(i % SFRAME_VALIDATE_PAUSE_EVERY)) {
-			ret = sframe_source_pause(sec->src);
-			if (ret)
-				return ret;
-		}
-		if (sframe_get_fde(sec, i, &fde))
-			break;
-		*covered += fde.func_size;
-	}
-	return 0;
-}
-
 /*
  * Validate the section read through src, describe it in entry->range and
  * index its FDEs.
@@ -697,18 +674,24 @@ static int sframe_check_section(const struct sframe_source *src,
 				struct sframe_entry *entry)
 {
 	struct sframe_range *range = &entry->range;
+	struct sframe_validation found;
 	int ret;
 
 	ret = sframe_section_init(&range->sec, src, sframe_addr, src->size);
 	if (ret)
 		return ret;
+	/*
+	 * An FDE with too many FREs costs its own function its rows, not
+	 * the section its registration: counted, and shown by
+	 * SFRAME_IOC_LIST_SECTIONS (nr_fdes_skipped, and covered_bytes
+	 * without its text).
+	 */
 	ret = sframe_fde_index_validate(&range->sec, text_start, text_len,
-					&entry->index);
+					&entry->index, &found);
 	if (ret)
 		return ret;
-	ret = sframe_covered_bytes(&range->sec, &range->covered_bytes);
-	if (ret)
-		return ret;
+	range->covered_bytes = found.covered_bytes;
+	range->fdes_skipped = found.fdes_skipped;
 	range->sec.src = NULL; /* the source lives on the caller's stack */
 	range->text_start = text_start;
 	range->text_end = text_start + text_len;
@@ -1147,6 +1130,7 @@ int sframe_registry_list(struct mm_struct *mm, struct sframe_section_info *out,
 				info->covered_bytes = r->covered_bytes;
 				info->version = r->sec.version;
 				info->nr_fdes = r->sec.num_fdes;
+				info->nr_fdes_skipped = r->fdes_skipped;
 			}
 		}
 		n++;

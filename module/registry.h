@@ -30,7 +30,7 @@ struct sframe_range {
 	unsigned long text_end;
 	u64 sframe_addr;
 	struct sframe_section sec; /* validated header; sec.src unset */
-	u64 covered_bytes;         /* text bytes its FDEs describe */
+	u64 covered_bytes;         /* text bytes its FDEs give rows for */
 	/*
 	 * SFRAME_SOURCE_*: NONE says discovery found no .sframe for this
 	 * mapping; REGISTERED and SUPPLIED replace DISCOVERED and NONE; a
@@ -38,6 +38,8 @@ struct sframe_range {
 	 * sframe_registry_find_row().
 	 */
 	u8 source;
+	/* FDEs skipped: above SFRAME_MAX_FRES_PER_FDE FREs, so no rows. */
+	u32 fdes_skipped;
 };
 
 static inline bool sframe_range_covers(const struct sframe_range *range)

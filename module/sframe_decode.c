@@ -461,12 +461,10 @@ static int decode_fde(const struct sframe_section *sec, uint64_t off,
 	if (data_off > sec->fre_len || min_bytes > sec->fre_len - data_off)
 		return -EINVAL;
 	/*
-	 * FREs have no index, so a lookup scans them: their number is what
-	 * bounds its work.  Checked here, on every decode of an FDE, not only
-	 * at validation: the section may be rewritten after it.
+	 * An FDE with more FREs than SFRAME_MAX_FRES_PER_FDE decodes, and is
+	 * skipped by what reads FREs for a lookup (row_in_fde()) and by the
+	 * validation: see sframe_fde_skipped().
 	 */
-	if (fde->num_fres > SFRAME_MAX_FRES_PER_FDE)
-		return -E2BIG;
 	fde->fre_off = (uint32_t)data_off;
 	if (c)
 		cursor_fres(c, sec, fde);
@@ -782,7 +780,8 @@ struct index_fde {
 	uint32_t func_size;
 	uint32_t where;		/* INDEX_F_ROWS: its first row in row[];
 				   else its fre_off, for reading its FREs */
-	uint16_t num_fres;	/* <= SFRAME_MAX_FRES_PER_FDE */
+	uint16_t num_fres;	/* <= SFRAME_MAX_FRES_PER_FDE; 0 for a
+				   skipped FDE (with INDEX_F_ROWS: no row) */
 	uint8_t type;		/* fre_type | pc_type << 2 | flex << 3 |
 				   signal_frame << 4 | INDEX_F_ROWS */
 	uint8_t rep_size;
@@ -899,13 +898,22 @@ static int index_add_fde(struct sframe_index *idx, uint32_t i,
 		return -EINVAL;
 	out->start = rel;
 	out->func_size = fde->func_size;
-	out->num_fres = (uint16_t)fde->num_fres;
 	out->type = fde->fre_type | fde->pc_type << 2 | fde->flex << 3 |
 		    (uint8_t)fde->signal_frame << 4;
 	out->rep_size = fde->rep_size;
-	if (fde->flex) {
+	if (sframe_fde_skipped(fde)) {
+		/*
+		 * An entry of no rows, whose lookups find none without
+		 * reading the section; the room for its rows stays unused.
+		 */
+		out->num_fres = 0;
+		out->type |= INDEX_F_ROWS;
+		out->where = idx->next_row;
+	} else if (fde->flex) {
+		out->num_fres = (uint16_t)fde->num_fres;
 		out->where = fde->fre_off;
 	} else {
+		out->num_fres = (uint16_t)fde->num_fres;
 		/* Rows kept unless one does not fit (index_add_row()). */
 		out->type |= INDEX_F_ROWS;
 		out->where = idx->next_row;
@@ -974,13 +982,23 @@ static void index_finish(struct sframe_index *idx)
 int sframe_validate(const struct sframe_section *sec, uint64_t text_start,
 		    uint64_t text_len)
 {
-	return sframe_validate_index(sec, text_start, text_len, NULL, 0);
+	return sframe_validate_report(sec, text_start, text_len, NULL, 0,
+				      NULL);
 }
 
 int sframe_validate_index(const struct sframe_section *sec,
 			  uint64_t text_start, uint64_t text_len, void *mem,
 			  uint64_t size)
 {
+	return sframe_validate_report(sec, text_start, text_len, mem, size,
+				      NULL);
+}
+
+int sframe_validate_report(const struct sframe_section *sec,
+			   uint64_t text_start, uint64_t text_len, void *mem,
+			   uint64_t size, struct sframe_validation *res)
+{
+	struct sframe_validation found;
 	struct sframe_index *idx = mem;
 	struct sframe_fde fde;
 	struct sframe_row row;
@@ -989,6 +1007,10 @@ int sframe_validate_index(const struct sframe_section *sec,
 	uint64_t prev_end = 0, total_fres = 0, need;
 	uint32_t i, j, prev, work = 0;
 	int ret;
+
+	memset(&found, 0, sizeof(found));
+	if (res)
+		memset(res, 0, sizeof(*res));
 
 	/* The lookups need a binary search; unsorted tables are not read. */
 	if (!(sec->flags & SFRAME_F_FDE_SORTED))
@@ -1035,6 +1057,21 @@ int sframe_validate_index(const struct sframe_section *sec,
 				return ret;
 		}
 
+		total_fres += fde.num_fres;
+		if (sframe_fde_skipped(&fde)) {
+			/*
+			 * No lookup reads its FREs, so neither does this:
+			 * registering a section of one FDE of 10 M FREs
+			 * costs no more than one of a single FRE.  That
+			 * they fit at their smallest was checked when the
+			 * FDE was decoded, and the count is in the total.
+			 */
+			found.fdes_skipped++;
+			found.skipped_bytes += fde.func_size;
+			continue;
+		}
+		found.covered_bytes += fde.func_size;
+
 		prev = 0;
 		for (j = 0; j < fde.num_fres; j++) {
 			ret = validate_tick(sec, &work);
@@ -1051,12 +1088,13 @@ int sframe_validate_index(const struct sframe_section *sec,
 			if (idx)
 				index_add_row(idx, i, &fde, j, &row);
 		}
-		total_fres += fde.num_fres;
 	}
 	if (total_fres != sec->num_fres)
 		return -EINVAL;
 	if (idx)
 		index_finish(idx);
+	if (res)
+		*res = found;
 	return 0;
 }
 
@@ -1219,10 +1257,14 @@ static int row_in_fde(const struct sframe_section *sec,
 	 * Each FRE read is checked for what the walk relies on (order,
 	 * bounds, size); only the one chosen is turned into a row, and its
 	 * words checked, from the same copy its start was judged on.
-	 * sframe_validate() checks every row.  num_fres is at most
-	 * SFRAME_MAX_FRES_PER_FDE (decode_fde()), and each FRE read costs a
-	 * unit of the budget.
+	 * sframe_validate() checks every row.  Each FRE read costs a unit
+	 * of the budget, and at most SFRAME_MAX_FRES_PER_FDE are read: an
+	 * FDE with more is skipped, its function has no row, like an
+	 * uncovered one (checked here, at each lookup, as the section may
+	 * have been rewritten after validation; nothing is read for it).
 	 */
+	if (sframe_fde_skipped(fde))
+		return -ENOENT;
 	for (j = 0; j < fde->num_fres; j++) {
 		ret = spend(budget);
 		if (ret)
@@ -1266,8 +1308,6 @@ int sframe_find_row_in_fde(const struct sframe_section *sec,
 	if (fde->fre_type > 2 || pc < fde->func_start ||
 	    pc - fde->func_start >= fde->func_size)
 		return -EINVAL;
-	if (fde->num_fres > SFRAME_MAX_FRES_PER_FDE)
-		return -E2BIG;
 	cursor_init(&c, sec, fde);
 	return row_in_fde(sec, fde, &c, pc, row, budget);
 }
@@ -1343,7 +1383,8 @@ static void index_row_to_row(const struct sframe_index *idx,
 
 /*
  * The last of n rows r starting at or below off, or NULL; halving them
- * with a conditional move: at most 14 steps (n <= 8192).
+ * with a conditional move: at most 14 steps (n <= SFRAME_MAX_FRES_PER_FDE
+ * = 8192: one comparison, then 13 halvings; a skipped FDE has n = 0).
  */
 static const struct index_row *index_row_at(const struct index_row *r,
 					    uint32_t n, uint32_t off)

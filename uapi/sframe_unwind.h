@@ -50,17 +50,25 @@
  * function have no index: a lookup reads them one by one up to the PC.  So
  * the work the module does for any one request is bounded in three places.
  *
- * Per function: an FDE may have at most SFRAME_MAX_FRES_PER_FDE FREs;
- * REGISTER and SUPPLY refuse a section with a larger one (E2BIG), and a
- * lookup that meets one (a section rewritten after registration) ends the
- * walk with SFRAME_STOP_BAD_FRAME.  Measured (November 2026, Debian 12):
+ * Per function: an FDE gives rows only if it has at most
+ * SFRAME_MAX_FRES_PER_FDE FREs.  One with more is skipped, not refused:
+ * REGISTER and SUPPLY accept its section without reading its FREs and
+ * count it (sframe_section_info.nr_fdes_skipped; its text is not in
+ * covered_bytes), and a PC in its function has no row, as a PC no
+ * section covers: the walk goes on with frame pointers where it may
+ * (SFRAME_UNWIND_F_FP), else stops with SFRAME_STOP_NO_COVERAGE; the
+ * same for a section rewritten after registration.  (Until issue 28 such
+ * a section was refused with E2BIG.)  Measured (November 2026, Debian 12):
  * the most FREs in one FDE is 32 in gcc 12 -O2 -Wa,--gsframe output of
  * googletest's gtest-all.cc (885 FDEs) and of this project's largest C++
  * files, and in SFrame made from .eh_frame by sframe-client gen: 44 in
  * libc.so.6 (3713 FDEs), 175 in libstdc++.so.6 (4868), 88 in python3.11
  * (10222), 100 in libcrypto.so.3 (10952); about 7 on average.  The cap is
- * 8192, 47 times the largest seen; libsframe-client's generator splits a
- * longer function into several FDEs.  One lookup therefore costs at most
+ * 8192, 47 times the largest seen (gcc -O2 exceeds it in rare generated
+ * code: a 406 KB function of 9,814 FREs); libsframe-client's generator
+ * splits a longer function into several FDEs.  Why it is not higher: the
+ * comment at SFRAME_MAX_FRES_PER_FDE in module/sframe_decode.h.  One
+ * lookup therefore costs at most
  * 32 binary-search probes of the FDE table, one read of a window of FDEs
  * and 8192 FRE decodes: 8225 units.
  *
@@ -111,9 +119,10 @@
  *               section whose header or tables are inconsistent (offsets or
  *               counts beyond sframe_len, unsorted FDEs, an FDE outside the
  *               text range, an FRE outside the FRE sub-section)
- *   E2BIG       sframe_len above SFRAME_MAX_SECTION_SIZE, an FDE with more
- *               than SFRAME_MAX_FRES_PER_FDE FREs, or a larger struct
- *               whose unknown tail is not zero
+ *   E2BIG       sframe_len above SFRAME_MAX_SECTION_SIZE, or a larger
+ *               struct whose unknown tail is not zero (an FDE with more
+ *               than SFRAME_MAX_FRES_PER_FDE FREs is not an error: it is
+ *               skipped, see "Bounds on decoding work")
  *   ENOEXEC     the bytes are not SFrame (bad magic)
  *   EOPNOTSUPP  an SFrame version or ABI/arch this module does not read
  *   EFAULT      the section or part of the text range is not mapped, or the
@@ -300,9 +309,8 @@ struct sframe_stats {
  * section replaces discovered ones it overlaps.
  *
  * Errors: as SFRAME_IOC_REGISTER (EFAULT and EACCES about the target's
- * text, EFAULT also for unreadable sframe_data; E2BIG also for an FDE with
- * more than SFRAME_MAX_FRES_PER_FDE FREs; EINTR for a fatal signal during
- * validation), and:
+ * text, EFAULT also for unreadable sframe_data; EINTR for a fatal signal
+ * during validation), and:
  *   ESRCH   no process pid (or it has no address space: exiting, kernel)
  *   EPERM   the caller may not ptrace-attach to pid
  *   EDQUOT  the target's supplied sections would exceed
@@ -350,11 +358,14 @@ struct sframe_section_info {
 				SUPPLIED: where it counts as mapped); 0 for
 				NONE */
 	__u64 sframe_len;
-	__u64 covered_bytes; /* text bytes that FDEs describe */
+	__u64 covered_bytes; /* text bytes that FDEs give rows for (those
+				of skipped FDEs left out) */
 	__u32 source;        /* SFRAME_SOURCE_* */
 	__u32 version;       /* SFrame version; 0 for NONE */
-	__u32 nr_fdes;
-	__u32 reserved;
+	__u32 nr_fdes;       /* all of them, skipped ones included */
+	/* FDEs skipped: more than SFRAME_MAX_FRES_PER_FDE FREs, so no rows.
+	   (Was `reserved`, always 0: a module before issue 28 writes 0.) */
+	__u32 nr_fdes_skipped;
 };
 
 /*

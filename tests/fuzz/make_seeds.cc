@@ -8,7 +8,7 @@
 
 using namespace sftest;
 
-static BSection sample(uint8_t version, uint8_t flags)
+static BSection sample(uint8_t version, uint8_t flags, bool skipped)
 {
 	BSection s;
 	s.version = version;
@@ -31,6 +31,16 @@ static BSection sample(uint8_t version, uint8_t flags)
 	f2.fres = { fre(0, true, 8), fre(0x200, true, 100000),
 		    fre(0x1ffff, true, 8) };
 	s.fdes = { plt, f1, f2 };
+	if (skipped) {
+		// One FRE above SFRAME_MAX_FRES_PER_FDE (8192): the decoder
+		// skips this FDE, its function has no row.
+		BFde lf;
+		lf.start = 0x430000;
+		lf.size = 8193 + 16;
+		for (uint32_t j = 0; j < 8193; j++)
+			lf.fres.push_back(fre(j, true, 8 + 8 * (j & 1)));
+		s.fdes.push_back(lf);
+	}
 	if (version == 3) {
 		BFde fx;
 		fx.start = 0x421200;
@@ -57,14 +67,18 @@ int main(int argc, char **argv)
 	const struct {
 		const char *name;
 		uint8_t version, flags;
+		bool skipped;
 	} seeds[] = {
-		{ "v2_sorted", 2, 1 },
-		{ "v2_pcrel", 2, 1 | 4 },
-		{ "v3_sorted", 3, 1 },
-		{ "v3_pcrel", 3, 1 | 4 },
+		{ "v2_sorted", 2, 1, false },
+		{ "v2_pcrel", 2, 1 | 4, false },
+		{ "v3_sorted", 3, 1, false },
+		{ "v3_pcrel", 3, 1 | 4, false },
+		{ "v2_skipped_fde", 2, 1, true },
+		{ "v3_skipped_fde", 3, 1 | 4, true },
 	};
 	for (const auto &s : seeds) {
-		std::vector<uint8_t> b = build(sample(s.version, s.flags));
+		std::vector<uint8_t> b =
+			build(sample(s.version, s.flags, s.skipped));
 		std::string path = std::string(argv[1]) + "/" + s.name;
 		FILE *f = std::fopen(path.c_str(), "wb");
 		if (!f || std::fwrite(b.data(), 1, b.size(), f) != b.size() ||

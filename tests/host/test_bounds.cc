@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 // Bounds on decoding work (issue 10, finding 1): the cap on FREs per FDE,
 // the budget of a lookup and of a walk, and the pauses of validation.
+// Issue 28: an FDE above the cap is skipped (its function has no row), not
+// a reason to refuse its section.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstring>
+#include <tuple>
+#include <vector>
 
 #include "decoder_fixture.h"
 #include "sframe_builder.h"
@@ -52,18 +56,225 @@ TEST_P(BoundsVersions, FdeAtTheCapIsAccepted)
 	EXPECT_EQ(d.stats.out_of_range, 0u);
 }
 
-TEST_P(BoundsVersions, FdeAboveTheCapIsRefused)
+TEST_P(BoundsVersions, FdeAboveTheCapIsSkipped)
 {
 	Decoder d(one_long_function(GetParam(), kCap + 1));
 	ASSERT_EQ(d.init(kSecAddr), 0);
-	EXPECT_EQ(sframe_validate(&d.sec, kText, kTextLen), -E2BIG);
-	// Lookups refuse it too: a section may be rewritten after validation.
+	sframe_validation res;
+	EXPECT_EQ(sframe_validate_report(&d.sec, kText, kTextLen, nullptr, 0,
+					 &res), 0);
+	EXPECT_EQ(res.fdes_skipped, 1u);
+	EXPECT_EQ(res.skipped_bytes, kCap + 1 + 16);
+	EXPECT_EQ(res.covered_bytes, 0u);
+	// Lookups find no row, without reading an FRE, whether or not the
+	// section was validated (it may be rewritten after validation).
 	sframe_row row;
-	EXPECT_EQ(sframe_find_row(&d.sec, 0x401000, &row), -E2BIG);
+	for (uint64_t pc : { 0x401000ull, 0x401000ull + kCap,
+			     0x401000ull + kCap + 15 }) {
+		uint32_t budget = 100;
+		d.reset_stats();
+		EXPECT_EQ(sframe_find_row_budget(&d.sec, pc, &row, &budget),
+			  -ENOENT);
+		EXPECT_EQ(budget, 99u);	// the window of FDEs
+		// v3: and its attribute record (a chunk, not decoded).
+		EXPECT_EQ(d.stats.reads, GetParam() == 3 ? 2u : 1u);
+	}
 	sframe_fde fde;
-	EXPECT_EQ(sframe_get_fde(&d.sec, 0, &fde), -E2BIG);
+	ASSERT_EQ(sframe_get_fde(&d.sec, 0, &fde), 0);
+	EXPECT_EQ(fde.num_fres, kCap + 1);
+	EXPECT_TRUE(sframe_fde_skipped(&fde));
+	EXPECT_EQ(sframe_find_row_in_fde(&d.sec, &fde, 0x401000 + kCap, &row,
+					 nullptr), -ENOENT);
+	// Tools may still read its rows, one by one.
+	ASSERT_EQ(sframe_get_fre(&d.sec, &fde, kCap, &row), 0);
+	EXPECT_EQ(row.start_off, kCap);
 	EXPECT_EQ(d.stats.out_of_range, 0u);
 }
+
+// Issue 28: a section of ordinary functions around one of 9,814 FREs (the
+// gcc -O2 function of the issue had as many): validation accepts it and
+// counts one FDE skipped; a PC in the long function has no row, searched
+// or indexed, and its neighbours' PCs their rows, as without it.
+struct Around {
+	static constexpr uint64_t kBefore = 0x400f00, kLong = 0x401000,
+				  kAfter = 0x404000;
+	static constexpr uint32_t kLongFres = 9814;
+	// Where the function after the long one starts.
+	static uint64_t after(uint32_t long_fres)
+	{
+		const uint64_t end = kLong + long_fres + 16;
+		return end <= kAfter ? kAfter : (end + 0xfff) & ~0xfffull;
+	}
+	static std::vector<uint8_t> build_section(int version, uint8_t flags,
+						  uint32_t long_fres)
+	{
+		BSection s;
+		s.version = (uint8_t)version;
+		s.flags = flags;
+		s.sec_addr = kSecAddr;
+		BFde before;
+		before.start = kBefore;
+		before.size = 0x40;
+		before.fres = { fre(0, true, 8), fre(1, true, 16),
+				fre_fp(4, false, 16, -16) };
+		BFde after;
+		after.start = Around::after(long_fres);
+		after.size = 0x30;
+		after.fres = { fre(0, true, 8), fre(0x10, true, 24),
+			       fre(0x2f, true, 8) };
+		s.fdes = { before, long_function(kLong, long_fres), after };
+		return build(s);
+	}
+};
+
+// The rows of the neighbours, from the FREs above.
+void expect_neighbours(const sframe_section &sec, const sframe_index *idx,
+		       uint64_t after)
+{
+	struct {
+		uint64_t pc;
+		uint32_t start;
+		uint8_t reg;
+		int32_t cfa;
+		bool fp_saved;
+	} want[] = {
+		{ Around::kBefore, 0, SFRAME_REG_RSP, 8, false },
+		{ Around::kBefore + 3, 1, SFRAME_REG_RSP, 16, false },
+		{ Around::kBefore + 0x3f, 4, SFRAME_REG_RBP, 16, true },
+		{ after, 0, SFRAME_REG_RSP, 8, false },
+		{ after + 0x10, 0x10, SFRAME_REG_RSP, 24, false },
+		{ after + 0x2e, 0x10, SFRAME_REG_RSP, 24, false },
+		{ after + 0x2f, 0x2f, SFRAME_REG_RSP, 8, false },
+	};
+	for (const auto &w : want) {
+		SCOPED_TRACE(w.pc);
+		for (int indexed = 0; indexed < 2; indexed++) {
+			sframe_row row;
+			ASSERT_EQ(indexed ? sframe_find_row_indexed(
+						    &sec, idx, w.pc, &row,
+						    nullptr) :
+					    sframe_find_row(&sec, w.pc, &row),
+				  0);
+			EXPECT_EQ(row.start_off, w.start);
+			EXPECT_EQ(row.cfa_reg, w.reg);
+			EXPECT_EQ(row.cfa_offset, w.cfa);
+			EXPECT_EQ(row.ra.kind, SFRAME_LOC_CFA_OFFSET);
+			EXPECT_EQ(row.ra.offset, -8);
+			EXPECT_EQ(row.fp.kind, w.fp_saved ?
+						       SFRAME_LOC_CFA_OFFSET :
+						       SFRAME_LOC_SAME);
+			if (w.fp_saved) {
+				EXPECT_EQ(row.fp.offset, -16);
+			}
+		}
+	}
+	// Around them: no FDE.
+	sframe_row row;
+	EXPECT_EQ(sframe_find_row(&sec, Around::kBefore - 1, &row), -ENOENT);
+	EXPECT_EQ(sframe_find_row(&sec, after + 0x30, &row), -ENOENT);
+}
+
+// The long function: no row at any PC, searched or indexed; nothing of
+// its FREs read (the search spends its FDE units only); no fast rule.
+void expect_no_rows(Decoder &d, const sframe_index *idx, uint32_t nfres)
+{
+	const uint64_t size = nfres + 16;
+	for (uint64_t off : { (uint64_t)0, (uint64_t)1, (uint64_t)4711,
+			      (uint64_t)nfres / 2, (uint64_t)nfres - 1,
+			      size - 1 }) {
+		const uint64_t pc = Around::kLong + off;
+		SCOPED_TRACE(pc);
+		sframe_row row;
+		uint32_t budget = SFRAME_LOOKUP_MAX_UNITS;
+		EXPECT_EQ(sframe_find_row_budget(&d.sec, pc, &row, &budget),
+			  -ENOENT);
+		// Three FDEs: one window, no probe.
+		EXPECT_EQ(budget, SFRAME_LOOKUP_MAX_UNITS - 1u);
+		budget = 5;
+		d.reset_stats();
+		EXPECT_EQ(sframe_find_row_indexed(&d.sec, idx, pc, &row,
+						  &budget), -ENOENT);
+		EXPECT_EQ(d.stats.reads, 0u);
+		EXPECT_EQ(budget, 4u);
+		sframe_fde fde;
+		EXPECT_EQ(sframe_index_find_row(idx, pc, &fde, &row, nullptr),
+			  -ENOENT);
+		EXPECT_EQ(sframe_index_find_rule(idx, pc, &budget).flags, 0);
+		EXPECT_EQ(budget, 4u);
+	}
+}
+
+class SkippedFde : public ::testing::TestWithParam<std::tuple<int, uint8_t>> {
+    protected:
+	int version() const { return std::get<0>(GetParam()); }
+	uint8_t flags() const { return std::get<1>(GetParam()); }
+};
+
+TEST_P(SkippedFde, OnlyItsFunctionLosesItsRows)
+{
+	Decoder d(Around::build_section(version(), flags(),
+					Around::kLongFres));
+	ASSERT_EQ(d.init(kSecAddr), 0);
+	EXPECT_EQ(sframe_validate(&d.sec, kText, kTextLen), 0);
+	sframe_validation res;
+	d.reset_stats();
+	ASSERT_EQ(sframe_validate_report(&d.sec, kText, kTextLen, nullptr, 0,
+					 &res), 0);
+	EXPECT_EQ(res.fdes_skipped, 1u);
+	EXPECT_EQ(res.skipped_bytes, Around::kLongFres + 16u);
+	EXPECT_EQ(res.covered_bytes, 0x40u + 0x30u);
+	// Its 9814 FREs (2 x 9814 bytes and more) were not read.
+	EXPECT_LT(d.stats.bytes, 1024u);
+
+	sframe_fde fde;
+	ASSERT_EQ(sframe_get_fde(&d.sec, 1, &fde), 0);
+	EXPECT_EQ(fde.num_fres, Around::kLongFres);
+	EXPECT_TRUE(sframe_fde_skipped(&fde));
+	ASSERT_EQ(sframe_get_fde(&d.sec, 2, &fde), 0);
+	EXPECT_FALSE(sframe_fde_skipped(&fde));
+
+	uint64_t size = 0;
+	ASSERT_EQ(sframe_index_size(&d.sec, &size), 0);
+	std::vector<uint64_t> mem((size + 7) / 8);
+	sframe_validation ires;
+	ASSERT_EQ(sframe_validate_report(&d.sec, kText, kTextLen, mem.data(),
+					 size, &ires), 0);
+	EXPECT_EQ(ires.fdes_skipped, 1u);
+	EXPECT_EQ(ires.covered_bytes, res.covered_bytes);
+	const sframe_index *idx = (const sframe_index *)mem.data();
+
+	expect_no_rows(d, idx, Around::kLongFres);
+	expect_neighbours(d.sec, idx, Around::after(Around::kLongFres));
+	EXPECT_EQ(d.stats.out_of_range, 0u);
+}
+
+// Counts the index's 16-bit field cannot hold (v1, v2: 32-bit counts) and
+// the most a v3 attribute record says: skipped all the same, never read
+// as a count modulo 2^16 (70000 would be 4464 rows).
+TEST_P(SkippedFde, CountsBeyondSixteenBits)
+{
+	const uint32_t n = version() == 3 ? 0xffff : 70000;
+	Decoder d(Around::build_section(version(), flags(), n));
+	ASSERT_EQ(d.init(kSecAddr), 0);
+	uint64_t size = 0;
+	ASSERT_EQ(sframe_index_size(&d.sec, &size), 0);
+	std::vector<uint64_t> mem((size + 7) / 8);
+	sframe_validation res;
+	ASSERT_EQ(sframe_validate_report(&d.sec, kText, kTextLen, mem.data(),
+					 size, &res), 0);
+	EXPECT_EQ(res.fdes_skipped, 1u);
+	const sframe_index *idx = (const sframe_index *)mem.data();
+	expect_no_rows(d, idx, n);
+	expect_neighbours(d.sec, idx, Around::after(n));
+}
+
+// Every version; v2 and v3 also with PC-relative start addresses.
+INSTANTIATE_TEST_SUITE_P(V, SkippedFde,
+			 ::testing::Values(std::make_tuple(1, (uint8_t)0x1),
+					   std::make_tuple(2, (uint8_t)0x1),
+					   std::make_tuple(2, (uint8_t)0x5),
+					   std::make_tuple(3, (uint8_t)0x1),
+					   std::make_tuple(3, (uint8_t)0x5)));
 
 // A count that does not fit the section is still malformed (EINVAL), not
 // too big: the cap is about FREs that are there.
@@ -85,9 +296,10 @@ INSTANTIATE_TEST_SUITE_P(V, BoundsVersions, ::testing::Values(1, 2, 3));
 
 // The maximal section of the issue: one FDE of 10 M FREs, 60 MB, under
 // SFRAME_MAX_SECTION_SIZE.  Written directly (v2: 20-byte FDE, 6-byte FREs
-// with a 4-byte start), refused at once: the cap is checked at the FDE,
-// before any of its FREs is read.
-TEST(Bounds, MaximalSectionIsRefusedQuickly)
+// with a 4-byte start), accepted at once with that FDE skipped: the cap is
+// checked at the FDE, and none of its FREs is read, neither by the
+// validation nor by a lookup.
+TEST(Bounds, MaximalSectionIsSkippedQuickly)
 {
 	const uint32_t n = 10u << 20;
 	std::vector<uint8_t> b(28 + 20 + (size_t)n * 6);
@@ -122,13 +334,19 @@ TEST(Bounds, MaximalSectionIsRefusedQuickly)
 	Decoder d(std::move(b));
 	ASSERT_EQ(d.init(kSecAddr), 0);
 	auto t0 = std::chrono::steady_clock::now();
-	EXPECT_EQ(sframe_validate(&d.sec, kText, kTextLen), -E2BIG);
+	sframe_validation res;
+	// The text its 10 MiB function needs.
+	EXPECT_EQ(sframe_validate_report(&d.sec, kText, 16u << 20, nullptr, 0,
+					 &res), 0);
+	EXPECT_EQ(res.fdes_skipped, 1u);
+	EXPECT_EQ(res.skipped_bytes, n + 16u);
 	sframe_row row;
-	EXPECT_EQ(sframe_find_row(&d.sec, 0x401000 + n - 1, &row), -E2BIG);
+	EXPECT_EQ(sframe_find_row(&d.sec, 0x401000 + n - 1, &row), -ENOENT);
 	auto us = std::chrono::duration_cast<std::chrono::microseconds>(
 		std::chrono::steady_clock::now() - t0).count();
-	EXPECT_LT(us, 10000) << "refusal should not scan the FREs";
+	EXPECT_LT(us, 10000) << "skipping should not scan the FREs";
 	EXPECT_LT(d.stats.bytes, 4096u);
+	EXPECT_EQ(d.stats.pauses, 0u);
 }
 
 // What one lookup costs: the window read plus one unit per FRE read; the

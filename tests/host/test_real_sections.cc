@@ -276,6 +276,100 @@ INSTANTIATE_TEST_SUITE_P(Gcc, RealSection,
 					   "shapes_O0", "shapes_so",
 					   "many_funcs"));
 
+// Issue 28: gcc -O2 -Wa,--gsframe made long_function() an FDE of more FREs
+// than SFRAME_MAX_FRES_PER_FDE (progs/gen_long_function.cmake).  The
+// section validates, with that one FDE skipped: no row anywhere in its
+// function, searched or indexed, and readelf's row for every PC of every
+// other function, as before.
+TEST(RealSectionLongFunction, OnlyTheLongFunctionLosesItsRows)
+{
+	const Prog &p = load_prog("long_function");
+	Decoder d(p.elf.sframe);
+	ASSERT_EQ(d.init(p.elf.sframe_addr), 0);
+	const uint64_t text_len = p.elf.text_hi - p.elf.text_lo;
+
+	uint64_t fde_bytes = 0;
+	const ReadelfFde *longest = nullptr;
+	for (const ReadelfFde &f : p.dump.fdes) {
+		fde_bytes += f.size;
+		if (!longest || f.fres.size() > longest->fres.size())
+			longest = &f;
+	}
+	ASSERT_NE(longest, nullptr);
+	// Not vacuous: gcc made more FREs than the cap, in long_function.
+	ASSERT_GT(longest->fres.size(), (size_t)SFRAME_MAX_FRES_PER_FDE);
+	uint64_t sym = 0;
+	for (const ElfFunc &f : p.elf.funcs)
+		if (f.name == "long_function")
+			sym = f.addr;
+	EXPECT_EQ(longest->pc, sym);
+
+	sframe_validation res;
+	ASSERT_EQ(sframe_validate_report(&d.sec, p.elf.text_lo, text_len,
+					 nullptr, 0, &res), 0);
+	EXPECT_EQ(res.fdes_skipped, 1u);
+	EXPECT_EQ(res.skipped_bytes, longest->size);
+	EXPECT_EQ(res.covered_bytes, fde_bytes - longest->size);
+	EXPECT_EQ(sframe_validate(&d.sec, p.elf.text_lo, text_len), 0);
+
+	uint64_t isize = 0;
+	ASSERT_EQ(sframe_index_size(&d.sec, &isize), 0);
+	std::vector<uint64_t> mem((isize + 7) / 8);
+	sframe_validation ires;
+	ASSERT_EQ(sframe_validate_report(&d.sec, p.elf.text_lo, text_len,
+					 mem.data(), isize, &ires), 0);
+	EXPECT_EQ(ires.fdes_skipped, 1u);
+	const sframe_index *idx = (const sframe_index *)mem.data();
+
+	unsigned checked = 0;
+	for (const ReadelfFde &f : p.dump.fdes) {
+		const bool skipped = &f == longest;
+		sframe_fde fde;
+		ASSERT_EQ(sframe_find_fde(&d.sec, f.pc, &fde), 0);
+		EXPECT_EQ(sframe_fde_skipped(&fde), skipped);
+		EXPECT_EQ(fde.num_fres, f.fres.size());
+		// Every byte of the short functions, every 7th of the long
+		// one and its last.
+		for (uint64_t off = 0; off < f.size; off += skipped ? 7 : 1) {
+			const uint64_t pc = f.pc + off;
+			sframe_row row, irow;
+			uint32_t budget = 1000;
+			int ret = sframe_find_row_budget(&d.sec, pc, &row,
+							 &budget);
+			int iret = sframe_find_row_indexed(&d.sec, idx, pc,
+							   &irow, nullptr);
+			if (skipped) {
+				ASSERT_EQ(ret, -ENOENT) << std::hex << pc;
+				ASSERT_EQ(iret, -ENOENT) << std::hex << pc;
+				// The FDE search only: no FRE of it read.
+				ASSERT_LE(1000 - budget, 33u);
+				uint32_t b = 1;
+				ASSERT_EQ(sframe_index_find_rule(idx, pc, &b)
+						  .flags, 0);
+				ASSERT_EQ(b, 1u);
+				continue;
+			}
+			const ReadelfFre *r = readelf_row(f, pc);
+			ASSERT_NE(r, nullptr);
+			ASSERT_EQ(ret, 0) << std::hex << pc;
+			ASSERT_EQ(iret, 0) << std::hex << pc;
+			ASSERT_TRUE(row_eq(row, irow)) << std::hex << pc;
+			expect_row_eq(row, *r, d.sec.fixed_ra_offset,
+				      "pc " + std::to_string(pc));
+			if (::testing::Test::HasFailure())
+				return;
+			checked++;
+		}
+		if (skipped) {
+			sframe_row row;
+			EXPECT_EQ(sframe_find_row(&d.sec, f.pc + f.size - 1,
+						  &row), -ENOENT);
+		}
+	}
+	EXPECT_GT(checked, 100u);
+	EXPECT_EQ(d.stats.out_of_range, 0u);
+}
+
 TEST(RealSectionShapes, FrameShapesArePresent)
 {
 	// The test programs are meant to exercise several encodings; check

@@ -200,9 +200,11 @@ struct Attack {
 };
 
 // SFRAME_IOC_UNWIND_SELF made from the syscall stub with RBP at the crafted
-// chain.  Returns the ioctl's result (0 or -errno); ns gets its duration.
+// chain, with the methods flags (SFRAME_UNWIND_F_*).  Returns the ioctl's
+// result (0 or -errno); ns gets its duration.
 inline long UnwindThroughChain(const Attack& a, int fd, sframe_unwind_self* req,
-                               std::vector<uint64_t>* frames, uint64_t* ns) {
+                               std::vector<uint64_t>* frames, uint64_t* ns,
+                               uint32_t flags = SFRAME_UNWIND_F_ALL) {
   // On this function's stack, above the stub's SP, as a real stack is.
   static_assert(kChainFrames * 16 <= 128 * 1024, "the chain fits a stack frame");
   uint64_t chain[2 * kChainFrames];
@@ -210,7 +212,7 @@ inline long UnwindThroughChain(const Attack& a, int fd, sframe_unwind_self* req,
   frames->assign(SFRAME_MAX_FRAMES, 0);
   std::memset(req, 0, sizeof(*req));
   req->size = sizeof(*req);
-  req->flags = SFRAME_UNWIND_F_ALL;
+  req->flags = flags;
   req->frames = reinterpret_cast<uint64_t>(frames->data());
   req->max_frames = SFRAME_MAX_FRAMES;
   const uint64_t t0 = NowNs();

@@ -122,7 +122,7 @@ TEST_F(CApiTest, RegisterUnregisterAndStats) {
   EXPECT_EQ(e->sframe_addr, self_.sframe_addr);
   EXPECT_EQ(e->text_len, self_.text_len);
   EXPECT_GT(e->nr_fdes, 0u);
-  EXPECT_EQ(e->reserved, 0u);
+  EXPECT_EQ(e->nr_fdes_skipped, 0u);
   EXPECT_EQ(sframe_client_unregister(cdev_, self_.text_start), 0) << ErrMsg();
   sframe_client_stats after{};
   after.sz = sizeof(after);
@@ -338,7 +338,7 @@ TEST_F(CApiTest, ListingCountsAndCopiesWhatFits) {
   std::memset(wide.data(), 0xa5, wide.size() * sizeof(Wide));
   EXPECT_EQ(sframe_client_list_sections(cdev_, 0, &wide[0].info, sizeof(Wide), 1), total);
   EXPECT_EQ(wide[0].newer, 0u) << "a newer caller's fields are zeroed";
-  EXPECT_EQ(wide[0].info.reserved, 0u);
+  EXPECT_EQ(wide[0].info.nr_fdes_skipped, 0u);
   uint64_t untouched;
   std::memset(&untouched, 0xa5, sizeof(untouched));
   EXPECT_EQ(wide[1].info.text_start, untouched) << "nothing beyond max_entries";

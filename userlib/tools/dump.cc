@@ -2,7 +2,9 @@
 // of binutils 2.40's `readelf --sframe` (so the two can be diffed for the
 // version 1 sections that readelf reads), for every version the module
 // reads.  Rows readelf cannot show (version 3 flexible rows, the outermost
-// frame) get notations of their own.
+// frame) get notations of their own.  An FDE the module skips (more than
+// SFRAME_MAX_FRES_PER_FDE FREs: it gives no rows) is shown with a mark
+// instead of its rows, and the dump goes on.
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -91,6 +93,13 @@ int dump_function(const sframe_section& sec, uint32_t i) {
   const bool mask = fde.pc_type == SFRAME_PC_MASK;
   std::printf("\n    func idx [%" PRIu32 "]: pc = 0x%" PRIx64 ", size = %" PRIu32 " bytes", i,
               fde.func_start, fde.func_size);
+  if (sframe_fde_skipped(&fde)) {
+    // The module takes the section and gives this function no rows; its
+    // FREs are not read (nor checked) here either.
+    std::printf("\n    skipped: %" PRIu32 " FREs > %u (SFRAME_MAX_FRES_PER_FDE): no rows\n",
+                fde.num_fres, static_cast<unsigned>(SFRAME_MAX_FRES_PER_FDE));
+    return 0;
+  }
   std::printf("\n    %-7s%-8s %-10s%-10s%-13s", "STARTPC", mask ? "[m]" : "   ", "CFA", "FP", "RA");
   for (uint32_t j = 0; j < fde.num_fres; j++) {
     sframe_row row;

@@ -19,7 +19,8 @@
 //                                 (CFA = *(reg + off) + c), for libsframe
 //   sframe-client list [PID]      what the module has for a process: each
 //                                 entry's text, source (registered,
-//                                 discovered, supplied, none), coverage
+//                                 discovered, supplied, none), coverage,
+//                                 FDEs skipped for too many FREs
 //   sframe-client supply PID FILE...
 //                                 hand the .sframe of each FILE (as mapped
 //                                 in PID) to the module for PID
@@ -138,21 +139,30 @@ int cmd_list(int argc, char** argv) {
   if (argc > 1 || (argc == 1 && !parse_pid(argv[0], &pid))) return usage(stderr);
   sframe::Device dev;
   std::vector<sframe::SectionInfo> entries = dev.list_sections(pid);
-  uint64_t text = 0, covered = 0;
-  std::printf("%-33s %10s %-10s %3s %6s %10s  %s\n", "TEXT", "BYTES", "SOURCE", "VER", "FDES",
-              "COVERED", "OBJECT");
+  uint64_t text = 0, covered = 0, skipped = 0;
+  // SKIP: FDEs the module gives no rows (more than SFRAME_MAX_FRES_PER_FDE
+  // FREs); their text is not in COVERED.
+  std::printf("%-33s %10s %-10s %3s %6s %4s %10s  %s\n", "TEXT", "BYTES", "SOURCE", "VER", "FDES",
+              "SKIP", "COVERED", "OBJECT");
   for (const auto& e : entries) {
     char range[40];
     std::snprintf(range, sizeof(range), "%" PRIx64 "-%" PRIx64, e.text_start,
                   e.text_start + e.text_len);
-    std::printf("%-33s %10" PRIu64 " %-10s %3" PRIu32 " %6" PRIu32 " %10" PRIu64 "  %s\n", range,
-                e.text_len, sframe::to_string(e.source).c_str(), e.version, e.nr_fdes,
-                e.covered_bytes, mapped_file(pid, e.text_start).c_str());
+    std::printf("%-33s %10" PRIu64 " %-10s %3" PRIu32 " %6" PRIu32 " %4" PRIu32 " %10" PRIu64
+                "  %s\n",
+                range, e.text_len, sframe::to_string(e.source).c_str(), e.version, e.nr_fdes,
+                e.nr_fdes_skipped, e.covered_bytes, mapped_file(pid, e.text_start).c_str());
     text += e.text_len;
     covered += e.covered_bytes;
+    skipped += e.nr_fdes_skipped;
   }
-  std::printf("%zu entries, %" PRIu64 " text bytes, %" PRIu64 " covered by FDEs\n", entries.size(),
+  std::printf("%zu entries, %" PRIu64 " text bytes, %" PRIu64 " covered by FDEs", entries.size(),
               text, covered);
+  if (skipped) {
+    std::printf("; %" PRIu64 " FDEs skipped (more than %u FREs: no rows)", skipped,
+                static_cast<unsigned>(SFRAME_MAX_FRES_PER_FDE));
+  }
+  std::printf("\n");
   return 0;
 }
 
@@ -307,9 +317,10 @@ int cmd_sections(int argc, char** argv) {
         std::printf("  FDE %" PRIu32 ": %s\n", i, std::strerror(-ret));
         return 1;
       }
-      std::printf("  FDE %" PRIu32 ": 0x%" PRIx64 " size %" PRIu32 ", %" PRIu32 " FREs%s\n", i,
+      std::printf("  FDE %" PRIu32 ": 0x%" PRIx64 " size %" PRIu32 ", %" PRIu32 " FREs%s%s\n", i,
                   fde.func_start, fde.func_size, fde.num_fres,
-                  fde.pc_type == SFRAME_PC_MASK ? ", PC mask" : "");
+                  fde.pc_type == SFRAME_PC_MASK ? ", PC mask" : "",
+                  sframe_fde_skipped(&fde) ? ", skipped (no rows)" : "");
     }
   }
   return 0;

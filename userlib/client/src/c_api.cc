@@ -44,7 +44,7 @@ namespace {
 #define SFRAME_CLIENT_END_OF(type, field) (offsetof(type, field) + sizeof(((type*)nullptr)->field))
 static_assert(SFRAME_CLIENT_END_OF(sframe_client_stats, user_session_bytes_limit) ==
               SFRAME_CLIENT_STATS_SZ_VER0);
-static_assert(SFRAME_CLIENT_END_OF(sframe_client_section_info, reserved) ==
+static_assert(SFRAME_CLIENT_END_OF(sframe_client_section_info, nr_fdes_skipped) ==
               SFRAME_CLIENT_SECTION_INFO_SZ_VER0);
 static_assert(SFRAME_CLIENT_END_OF(sframe_client_unwind_result, nr_fp) ==
               SFRAME_CLIENT_UNWIND_RESULT_SZ_VER0);
@@ -292,6 +292,7 @@ int sframe_client_list_sections(sframe_client_device* dev, pid_t pid,
       e.source = static_cast<uint32_t>(all[i].source);
       e.version = all[i].version;
       e.nr_fdes = all[i].nr_fdes;
+      e.nr_fdes_skipped = all[i].nr_fdes_skipped;
       unsigned char* at = out + i * entry_sz;
       const size_t n = entry_sz < sizeof(e) ? entry_sz : sizeof(e);
       std::memcpy(at, &e, n);

@@ -145,6 +145,9 @@ void Device::unregister_section_of(pid_t pid, uint64_t text_start,
   }
 }
 
+// nr_fdes_skipped went into what was SectionInfo's tail padding.
+static_assert(sizeof(SectionInfo) == 56, "SectionInfo's size is part of the ABI");
+
 std::vector<SectionInfo> Device::list_sections(pid_t pid) const {
   std::vector<sframe_section_info> raw;
   sframe_list_sections req{};
@@ -174,6 +177,7 @@ std::vector<SectionInfo> Device::list_sections(pid_t pid) const {
     info.source = static_cast<Source>(r.source);
     info.version = r.version;
     info.nr_fdes = r.nr_fdes;
+    info.nr_fdes_skipped = r.nr_fdes_skipped;
     out.push_back(info);
   }
   return out;

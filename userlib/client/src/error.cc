@@ -61,8 +61,9 @@ constexpr Description kDescriptions[] = {
      "invalid request or inconsistent .sframe header/tables (size, flags, reserved fields, "
      "lengths, or offsets/counts/FDEs that do not fit)"},
     {op::kRegister, E2BIG,
-     ".sframe section larger than SFRAME_MAX_SECTION_SIZE, an FDE with more than "
-     "SFRAME_MAX_FRES_PER_FDE FREs, or unknown non-zero struct tail"},
+     ".sframe section larger than SFRAME_MAX_SECTION_SIZE, or unknown non-zero struct tail (from "
+     "an older module also: an FDE with more than SFRAME_MAX_FRES_PER_FDE FREs, which a current "
+     "module skips)"},
     {op::kRegister, ENOEXEC, "not an SFrame section (bad magic)"},
     {op::kRegister, EOPNOTSUPP, "SFrame version, flags or ABI/arch not supported by the module"},
     {op::kRegister, EFAULT, ".sframe section or text range not mapped"},
@@ -79,8 +80,9 @@ constexpr Description kDescriptions[] = {
      "invalid request or inconsistent .sframe header/tables (size, flags, reserved fields, "
      "lengths, or offsets/counts/FDEs that do not fit)"},
     {op::kSupply, E2BIG,
-     ".sframe section larger than SFRAME_MAX_SECTION_SIZE, an FDE with more than "
-     "SFRAME_MAX_FRES_PER_FDE FREs, or unknown non-zero struct tail"},
+     ".sframe section larger than SFRAME_MAX_SECTION_SIZE, or unknown non-zero struct tail (from "
+     "an older module also: an FDE with more than SFRAME_MAX_FRES_PER_FDE FREs, which a current "
+     "module skips)"},
     {op::kSupply, ENOEXEC, "not an SFrame section (bad magic)"},
     {op::kSupply, EOPNOTSUPP, "SFrame version, flags or ABI/arch not supported by the module"},
     {op::kSupply, EFAULT, "section bytes unreadable, or the target's text range not mapped"},

@@ -62,9 +62,11 @@ constexpr char kReasonFar[] = "over 1.75 GiB from the text start";
 // Version 2 FDEs give their start as 32-bit offsets from the section, which
 // is built for the text start: rows further away are not written.
 constexpr uint64_t kMaxReach = 0x70000000;
-// The module refuses an FDE with more FREs than SFRAME_MAX_FRES_PER_FDE
-// (which is also below version 3's 16-bit count): longer functions are
-// split into several FDEs.
+// The module gives no rows for an FDE with more FREs than
+// SFRAME_MAX_FRES_PER_FDE (it skips it, and its function is uncovered;
+// the cap is the bound of a lookup's linear scan of the FREs, see
+// module/sframe_decode.h), which is also below version 3's 16-bit count:
+// longer functions are split into several FDEs, none skipped.
 constexpr size_t kMaxFresPerFde = SFRAME_MAX_FRES_PER_FDE;
 static_assert(kMaxFresPerFde <= 0xffff, "v3 attribute records count FREs in 16 bits");
 

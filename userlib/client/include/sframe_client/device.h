@@ -77,10 +77,13 @@ struct SectionInfo {
   uint64_t text_len = 0;
   uint64_t sframe_addr = 0;  // 0 for Source::kNone
   uint64_t sframe_len = 0;
-  uint64_t covered_bytes = 0;  // text bytes its FDEs describe
+  uint64_t covered_bytes = 0;  // text bytes its FDEs give rows for
   Source source = Source::kNone;
   uint32_t version = 0;
-  uint32_t nr_fdes = 0;
+  uint32_t nr_fdes = 0;  // skipped ones included
+  // FDEs the module skips: more than SFRAME_MAX_FRES_PER_FDE FREs, so no
+  // rows.  (In what was the struct's tail padding: its size is unchanged.)
+  uint32_t nr_fdes_skipped = 0;
 };
 
 // SFRAME_IOC_UNWIND_SELF.  frames[0] is the PC right after the system call

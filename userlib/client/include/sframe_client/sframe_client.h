@@ -127,11 +127,12 @@ SFRAME_CLIENT_API int sframe_client_fd(const struct sframe_client_device *dev);
  * exits.
  * Errors (uapi): -EINVAL (zero or overflowing lengths, text beyond user
  * space, inconsistent header or tables), -E2BIG (section above
- * SFRAME_MAX_SECTION_SIZE, or an FDE with too many FREs), -ENOEXEC (not
- * SFrame), -EOPNOTSUPP (SFrame version or ABI not read by the module),
- * -EFAULT (section or text not mapped), -EACCES (text not executable),
- * -EEXIST (the text overlaps a registered section), -ENOSPC (too many
- * sections in this process), -ENOMEM, -EINTR (fatal signal).
+ * SFRAME_MAX_SECTION_SIZE; an FDE with too many FREs is not an error, the
+ * module skips it: nr_fdes_skipped of sframe_client_list_sections()),
+ * -ENOEXEC (not SFrame), -EOPNOTSUPP (SFrame version or ABI not read by the
+ * module), -EFAULT (section or text not mapped), -EACCES (text not
+ * executable), -EEXIST (the text overlaps a registered section), -ENOSPC
+ * (too many sections in this process), -ENOMEM, -EINTR (fatal signal).
  */
 SFRAME_CLIENT_API int sframe_client_register(struct sframe_client_device *dev,
 					     uint64_t sframe_addr, uint64_t sframe_len,
@@ -176,11 +177,13 @@ struct sframe_client_section_info {
 	uint64_t sframe_addr;   /* the section in the process's memory; 0 for
 				   SFRAME_SOURCE_NONE */
 	uint64_t sframe_len;
-	uint64_t covered_bytes; /* text bytes its FDEs describe */
+	uint64_t covered_bytes; /* text bytes its FDEs give rows for */
 	uint32_t source;        /* SFRAME_SOURCE_* */
 	uint32_t version;       /* SFrame version; 0 for SFRAME_SOURCE_NONE */
-	uint32_t nr_fdes;
-	uint32_t reserved;      /* written as 0 */
+	uint32_t nr_fdes;       /* skipped ones included */
+	/* FDEs the module skips: more than SFRAME_MAX_FRES_PER_FDE FREs, so
+	   no rows (0 from a module that predates it; was `reserved`). */
+	uint32_t nr_fdes_skipped;
 };
 #define SFRAME_CLIENT_SECTION_INFO_SZ_VER0 56
 
