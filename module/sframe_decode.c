@@ -662,6 +662,23 @@ static int decode_flex(const struct sframe_section *sec,
 			continue;	/* padding */
 		if (k == f->n)
 			return -EINVAL;
+		/*
+		 * gas 2.47 writes a saved FP it cannot express (at *(reg + N)
+		 * for a base register other than the FP, from .cfi_escape
+		 * expressions) as register 0x1fffffff: the caller's FP is then
+		 * not recoverable, and the row still unwinds (found by the
+		 * differential check against libsframe 2.47, issue 28).  A
+		 * return address like that has no meaning: refused below.
+		 */
+		if (e == 1 && SFRAME_FLEX_REG_P(ctl) &&
+		    SFRAME_FLEX_REGNUM(ctl) > 0xff) {
+			row->fp.kind = SFRAME_LOC_UNDEFINED;
+			row->fp.reg = 0;
+			row->fp.deref = false;
+			row->fp.offset = 0;
+			k++;
+			continue;
+		}
 		ret = flex_loc(ctl, fre_sword(f, k++), e ? &row->fp : &row->ra);
 		if (ret)
 			return ret;

@@ -547,6 +547,30 @@ TEST(V3Flex, PaddingForRaThenFp)
 	EXPECT_EQ(r.fp.offset, -24);
 }
 
+TEST(V3Flex, FpAtAnInexpressibleRegisterIsUndefined)
+{
+	// gas 2.47 for ".cfi_escape 0x10,0x6,0x2,0x73,0x10" (RBP saved at
+	// *(RBX + 16)): the FP's register is 0x1fffffff.  The row unwinds with
+	// the caller's FP not recoverable; an RA like that is refused.
+	const uint32_t inexpressible = 0x1fffffff;
+	Flex x({ flex_fre(0, { flex_ctl(SFRAME_REG_RSP, false, true), 16, 0,
+			       flex_ctl(inexpressible, true, true), 16 },
+			  4) });
+	sframe_row r;
+	ASSERT_EQ(x.row(0, r), 0);
+	EXPECT_EQ(r.cfa_reg, SFRAME_REG_RSP);
+	EXPECT_EQ(r.cfa_offset, 16);
+	EXPECT_EQ(r.ra.kind, SFRAME_LOC_CFA_OFFSET);
+	EXPECT_EQ(r.ra.offset, -8);
+	EXPECT_EQ(r.fp.kind, SFRAME_LOC_UNDEFINED);
+	EXPECT_EQ(sframe_validate(&x.d->sec, 0x401000, 0x100), 0);
+
+	Flex y({ flex_fre(0, { flex_ctl(SFRAME_REG_RSP, false, true), 16,
+			       flex_ctl(inexpressible, true, true), 16 },
+			  4) });
+	EXPECT_EQ(y.row(0, r), -EINVAL);
+}
+
 TEST(V3Flex, OutermostAndFindRow)
 {
 	Flex x({ flex_fre(0, {}),
