@@ -52,13 +52,52 @@ int sframe_source_pause(const struct sframe_source *src);
 #define SFRAME_VALIDATE_PAUSE_EVERY 4096
 
 /*
- * Most FREs one FDE may have.  A lookup scans its function's FREs one by
- * one (they have no index), so this bounds the work of one lookup; an FDE
- * with more is refused (-E2BIG) by validation and by every lookup, since
- * the section may change after validation.  The same value is the ABI's
- * (uapi/sframe_unwind.h, where the measurements behind it are): the
- * module includes both headers, and the compiler rejects a redefinition
- * that differs.
+ * Most FREs one FDE may have and still give rows.  An FDE with more is
+ * skipped, not refused: the section is accepted (sframe_validate_report()
+ * counts such FDEs) and every lookup of a PC in that function finds no
+ * row (-ENOENT, as for a PC no FDE covers), without reading one of its
+ * FREs.  Checked at each lookup too, since the section may be rewritten
+ * after validation.  The same value is the ABI's (uapi/sframe_unwind.h,
+ * where the measurements behind it are): the module includes both
+ * headers, and the compiler rejects a redefinition that differs.
+ *
+ * Why 8192 and not more (issue 28; 65535 is the most a v3 attribute
+ * record or the index's 16-bit count can say, v1 and v2 count in 32
+ * bits).  What grows with n, the FREs of one FDE:
+ *  - A lookup in the section (sframe_find_row_budget(), and
+ *    sframe_find_row_in_fde() for FDEs the index sends back to their
+ *    FREs) scans the FREs one by one up to the PC: n units.  It cannot
+ *    binary-search them: an FRE is 2 to 33 bytes (start of 1, 2 or 4,
+ *    info byte, 0 to 7 words of 1, 2 or 4), and nothing in the format
+ *    says where the k-th one starts but the k - 1 before it.  This path
+ *    serves every FDE of a section without an index (its user past
+ *    index_max_user_kb, no memory, text spanning 4 GiB) and, in an
+ *    indexed one, the FDEs whose rows the index does not keep (v3
+ *    flexible FDEs, a CFA offset beyond 16 bits, an FP offset beyond 8).
+ *    The cap is therefore the bound of this scan, and of one lookup:
+ *    SFRAME_LOOKUP_MAX_UNITS = 33 + the cap.
+ *  - A lookup in the index binary-searches the FDE's rows, kept decoded
+ *    in kernel memory (index_row_at()): 1 + ceil(log2 n) comparisons,
+ *    14 at 8192, 17 at 65535.  That search would stay small at any u16
+ *    count.
+ *  - Validation: one unit per FRE, bounded by the section's size and
+ *    paused every SFRAME_VALIDATE_PAUSE_EVERY; not per lookup.
+ *  - sframe_get_fre() walks j FREs; tools only, never the module.
+ * Raising the cap to 65535 would make the worst lookup in the section
+ * 65568 units instead of 8225, eight times as long (about 0.4 ms on a
+ * current core at 6 ns a unit, 11 ms in qemu's TCG at 170 ns), for one
+ * frame of any walk made from a task.  (A walk at sample time, NMI or
+ * hard interrupt, has 512 units, so it ends on its budget in any long
+ * scan whatever the cap.)  Raising the cap without that would need FDEs
+ * above 8192 FREs to be served only by the index's binary search, and
+ * skipped wherever the index has no rows for them: a function's coverage
+ * would then hang on its user's index quota and on the shape of its
+ * rows.  So the cap stays 8192, the named bound of the scan, and an FDE
+ * above it loses its own rows only.  8192 is 47 times the longest
+ * function measured in Debian's libraries; gcc -O2 reaches it only in
+ * rare generated code (a 406 KB function of 9,814 FREs).  The generator
+ * (userlib/gen/src/eh_frame.cc) splits longer functions at the cap, so
+ * the sections it makes lose nothing.
  */
 #define SFRAME_MAX_FRES_PER_FDE 8192
 
@@ -144,6 +183,16 @@ struct sframe_fde {
 	bool signal_frame;     /* v3 signal frame bit */
 };
 
+/*
+ * An FDE that gives no rows: more FREs than SFRAME_MAX_FRES_PER_FDE.
+ * sframe_get_fde() decodes it (num_fres says how many), lookups in its
+ * function find no row, and validation counts it without reading its FREs.
+ */
+static inline bool sframe_fde_skipped(const struct sframe_fde *fde)
+{
+	return fde->num_fres > SFRAME_MAX_FRES_PER_FDE;
+}
+
 /* Where a register's value in the caller comes from. */
 enum sframe_loc_kind {
 	SFRAME_LOC_SAME = 0,      /* unchanged from the callee */
@@ -193,14 +242,17 @@ int sframe_section_init(struct sframe_section *sec,
 /*
  * Decode FDE number i (0 <= i < num_fdes).  Returns 0, -EINVAL (i out of
  * range, a field that does not fit the section), -EOPNOTSUPP (a v3 FDE type
- * this decoder does not know) or -EFAULT.
+ * this decoder does not know) or -EFAULT.  An FDE above
+ * SFRAME_MAX_FRES_PER_FDE decodes (sframe_fde_skipped() tells it).
  */
 int sframe_get_fde(const struct sframe_section *sec, uint32_t i,
 		   struct sframe_fde *fde);
 
 /*
  * Decode FRE number j (0 <= j < fde->num_fres) of fde into row.  Walks the
- * variable-length FREs from the first.  Returns 0, -EINVAL, or -EFAULT.
+ * variable-length FREs from the first, so it costs j + 1 FRE reads, for
+ * skipped FDEs too (tools may show their rows; the module never calls it).
+ * Returns 0, -EINVAL, or -EFAULT.
  */
 int sframe_get_fre(const struct sframe_section *sec,
 		   const struct sframe_fde *fde, uint32_t j,
@@ -208,14 +260,24 @@ int sframe_get_fre(const struct sframe_section *sec,
 
 /*
  * Check the whole section once: every FDE decodes, FDEs are sorted and do
- * not overlap, every FDE lies in [text_start, text_start + text_len), every
- * FRE decodes inside the FRE sub-section with increasing start offsets
- * below the function size.  Returns 0, -EINVAL, -EOPNOTSUPP, -EFAULT,
- * -E2BIG (an FDE with more than SFRAME_MAX_FRES_PER_FDE FREs) or what
- * sframe_source_pause() returned (-EINTR).
+ * not overlap, every FDE lies in [text_start, text_start + text_len), the
+ * FDEs' FRE counts add up to the header's, every FRE decodes inside the FRE
+ * sub-section with increasing start offsets below the function size.  An
+ * FDE with more than SFRAME_MAX_FRES_PER_FDE FREs is skipped, not refused:
+ * its FREs are not read (a lookup never reads them either), only their
+ * smallest size checked against the FRE sub-section.  Returns 0, -EINVAL,
+ * -EOPNOTSUPP, -EFAULT or what sframe_source_pause() returned (-EINTR).
  */
 int sframe_validate(const struct sframe_section *sec, uint64_t text_start,
 		    uint64_t text_len);
+
+/* What a validation that succeeded found, besides that it did. */
+struct sframe_validation {
+	uint64_t covered_bytes;	/* text bytes of the FDEs that give rows */
+	uint64_t skipped_bytes;	/* text bytes of the skipped FDEs */
+	uint32_t fdes_skipped;	/* FDEs above SFRAME_MAX_FRES_PER_FDE */
+	uint32_t pad;		/* 0 */
+};
 
 /*
  * Find the FDE covering pc (binary search over the sorted FDEs).
@@ -228,10 +290,10 @@ int sframe_find_fde(const struct sframe_section *sec, uint64_t pc,
 /*
  * Find the unwind rule for pc: its FDE, then the last FRE whose start is at
  * or below pc's offset (modulo rep_size for PC-mask FDEs).
- * Returns 0, -ENOENT (pc not covered, or before the function's first FRE),
- * -EINVAL (malformed data), -E2BIG (an FDE above SFRAME_MAX_FRES_PER_FDE),
- * -EOPNOTSUPP (as sframe_find_fde) or -EFAULT.  One lookup costs at most
- * SFRAME_LOOKUP_MAX_UNITS units (below).
+ * Returns 0, -ENOENT (pc not covered, before the function's first FRE, or
+ * in a function whose FDE is skipped: above SFRAME_MAX_FRES_PER_FDE),
+ * -EINVAL (malformed data), -EOPNOTSUPP (as sframe_find_fde) or -EFAULT.
+ * One lookup costs at most SFRAME_LOOKUP_MAX_UNITS units (below).
  */
 int sframe_find_row(const struct sframe_section *sec, uint64_t pc,
 		    struct sframe_row *row);
@@ -289,17 +351,28 @@ int sframe_index_size(const struct sframe_section *sec, uint64_t *size);
  * what sframe_validate() returns, or -ENOENT or -E2BIG as
  * sframe_index_size(), or -EINVAL when the section changed so that the
  * index would not fit in size bytes.  On error mem holds no usable index.
+ * A skipped FDE is in the index with no rows: its lookups find none.
  */
 int sframe_validate_index(const struct sframe_section *sec,
 			  uint64_t text_start, uint64_t text_len, void *mem,
 			  uint64_t size);
 
+/*
+ * sframe_validate_index() (mem NULL: sframe_validate()), telling in *res
+ * (may be NULL) what it found: the FDEs skipped, the text bytes with rows.
+ * *res is filled on success only (zeroed first).
+ */
+int sframe_validate_report(const struct sframe_section *sec,
+			   uint64_t text_start, uint64_t text_len, void *mem,
+			   uint64_t size, struct sframe_validation *res);
+
 /* From sframe_index_find_row(): the FDE's rows are not in the index. */
 #define SFRAME_INDEX_READ_FRES 1
 
 /*
- * The row for pc from the index alone: 0, -ENOENT (no FDE covers pc, or
- * pc lies before its FDE's first row), -SFRAME_EBUDGET (one unit of
+ * The row for pc from the index alone: 0, -ENOENT (no FDE covers pc, pc
+ * lies before its FDE's first row, or its FDE is skipped: above
+ * SFRAME_MAX_FRES_PER_FDE, kept with no rows), -SFRAME_EBUDGET (one unit of
  * *budget, NULL: none, as for a read of the FDE table), or
  * SFRAME_INDEX_READ_FRES: *fde is the FDE covering pc, whose FREs the
  * caller reads (sframe_find_row_in_fde()).  At most 2 + log2(num_fdes)
