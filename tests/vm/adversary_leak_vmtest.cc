@@ -104,6 +104,7 @@ using vmtest::RunAsUser;
 using vmtest::Pipe;
 using vmtest::ReadAll;
 using vmtest::WaitStatus;
+using vmtest::TracepointId;
 using vmtest::WriteAll;
 
 // ---- plumbing ---------------------------------------------------------------------------
@@ -266,16 +267,6 @@ sframe::SessionOptions ReaderOptions() {
 }
 
 // ---- CrossTask -----------------------------------------------------------------------
-
-// The tracepoint's id (tracefs, root only), or 0.
-uint64_t TracepointId(const std::string& name) {
-  for (const char* root : {"/sys/kernel/tracing/events/", "/sys/kernel/debug/tracing/events/"}) {
-    std::ifstream f(root + name + "/id");
-    uint64_t id = 0;
-    if (f >> id) return id;
-  }
-  return 0;
-}
 
 // A sampling event of tracepoint `id` on thread tid, one per online CPU:
 // perf delivers a tracepoint naming another task than current only to

@@ -94,6 +94,7 @@ using sframe::Sample;
 using sframe::Symbol;
 using vmtest::RunShell;
 using vmtest::ShellResult;
+using vmtest::TracepointId;
 
 constexpr char kSource[] = "gas_v3_workload.c";
 constexpr char kProgram[] = "gas_v3_workload";
@@ -719,16 +720,6 @@ bool WaitStopped(pid_t pid) {
     usleep(10000);
   }
   return false;
-}
-
-// The tracepoint's id (tracefs, root only), or 0.
-uint64_t TracepointId(const std::string& name) {
-  for (const char* root : {"/sys/kernel/tracing/events/", "/sys/kernel/debug/tracing/events/"}) {
-    std::ifstream f(root + name + "/id");
-    uint64_t id = 0;
-    if (f >> id) return id;
-  }
-  return 0;
 }
 
 // ---- the fixture ------------------------------------------------------------------------

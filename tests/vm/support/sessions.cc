@@ -180,6 +180,15 @@ int WaitStatus(pid_t pid) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+uint64_t TracepointId(const std::string& name) {
+  for (const char* root : {"/sys/kernel/tracing/events/", "/sys/kernel/debug/tracing/events/"}) {
+    std::ifstream f(root + name + "/id");
+    uint64_t id = 0;
+    if (f >> id) return id;
+  }
+  return 0;
+}
+
 // ---- privileges -------------------------------------------------------------------------
 
 namespace {

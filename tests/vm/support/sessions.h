@@ -242,6 +242,10 @@ std::string ReadAll(int fd);
 // Reaps pid: its exit status, or 128 + the signal that killed it.
 int WaitStatus(pid_t pid);
 
+// The id of tracepoint `name` ("sched/sched_waking") from tracefs (root
+// only), or 0.
+uint64_t TracepointId(const std::string& name);
+
 // ---- privileges -------------------------------------------------------------------------
 
 inline constexpr uint32_t kNobody = 65534;
