@@ -317,11 +317,17 @@ status cpus_online "$(nproc)"
 # --- run the tests --------------------------------------------------------
 # shellcheck disable=SC2153  # GTEST_ARGS comes from the config file
 read -r -a gtest_args <<< "$GTEST_ARGS"
+# Every program starts with SIGINT and SIGQUIT at their defaults, as from a
+# user's shell: bash starts the background job of `bounded` with both
+# ignored (no job control), and coreutils' timeout passes that on from 9.10
+# (sid), where 9.1 (bookworm) reset them, so a test's Ctrl-C reached a
+# child that ignored it (ProfTest.SigintEndsTheRecordingCleanly on the sid
+# image).  env --default-signal resets them.
 test_cmd() { # PATH MODE SCRATCH XML
 	local -a pre=()
 	[[ $2 == user ]] && pre=(setpriv "--reuid=$USER_UID" "--regid=$USER_GID" --clear-groups)
 	cd "$3" || exit 125
-	exec env -i PATH="$PATH" HOME="$3" TMPDIR=/tmp LANG=C.UTF-8 \
+	exec env -i --default-signal=INT,QUIT PATH="$PATH" HOME="$3" TMPDIR=/tmp LANG=C.UTF-8 \
 		TERM=dumb GTEST_COLOR=no SFRAME_VM=1 SFRAME_VM_MODE="$2" \
 		SFRAME_VM_RESULTS="$R" SFRAME_VM_KVER="$kernel" \
 		SFRAME_VM_BUILD_DIR="$TEST_BUILD_DIR" SFRAME_VM_DEVICE="$DEVICE" \
@@ -353,7 +359,7 @@ run_one() { # PATH MODE
 if [[ -n $RUN_CMD ]]; then
 	run_cmd() {
 		cd /tmp || exit 125
-		exec env -i PATH="$PATH" HOME=/tmp TMPDIR=/tmp LANG=C.UTF-8 \
+		exec env -i --default-signal=INT,QUIT PATH="$PATH" HOME=/tmp TMPDIR=/tmp LANG=C.UTF-8 \
 			TERM=dumb SFRAME_VM=1 SFRAME_VM_MODE=root \
 			SFRAME_VM_RESULTS="$R" SFRAME_VM_KVER="$kernel" \
 			SFRAME_VM_BUILD_DIR="$BUILD_DIR" SFRAME_VM_DEVICE="$DEVICE" \
@@ -378,7 +384,7 @@ done
 # --- optional benchmarks (root only, stdout saved) ------------------------
 bench_cmd() { # PATH
 	cd /tmp || exit 125
-	exec env -i PATH="$PATH" HOME=/tmp TMPDIR=/tmp LANG=C.UTF-8 \
+	exec env -i --default-signal=INT,QUIT PATH="$PATH" HOME=/tmp TMPDIR=/tmp LANG=C.UTF-8 \
 		TERM=dumb SFRAME_VM=1 SFRAME_VM_MODE=root \
 		SFRAME_VM_RESULTS="$R" SFRAME_VM_KVER="$kernel" \
 		SFRAME_VM_BUILD_DIR="$BUILD_DIR" SFRAME_VM_DEVICE="$DEVICE" \
