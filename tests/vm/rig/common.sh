@@ -101,7 +101,7 @@ rig_resolve_kver() { # SPEC
 	pick() { # reads kernel versions, oldest first
 		while IFS= read -r k; do
 			[[ $k == "$series".* ]] || continue
-			if [[ $k == *-rt-* || $k == *-rt ]]; then
+			if rig_kver_is_rt "$k"; then
 				[[ $rt == 1 ]] || continue
 			else
 				[[ $rt == 0 ]] || continue
