@@ -7,6 +7,8 @@
 #
 #   tests/vm/package/run.sh BUILD_DIR DEB_DIR [OUTDIR]
 #
+# SFRAME_PKG_UPGRADE=1 adds the kernel-upgrade step (a second DKMS build
+# under emulation; guest.sh skips it otherwise).
 # BUILD_DIR is only the rig's; nothing of it reaches the test (guest.sh hides
 # the whole tree).  DEB_DIR: what `make deb` wrote (BUILD_DIR/deb).
 set -uo pipefail
@@ -21,10 +23,11 @@ BUILD_DIR=$1
 DEB_DIR=$(realpath -e "$2") || { echo "vm: 0 passed, 1 failed"; exit 1; }
 OUTDIR=${3:-$ROOT/vm-out/package}
 
-# Two DKMS builds of the module and two C++ compiles under emulation: the
-# rig's defaults (300 s per command, 1200 s per VM) are too short.
+# One or two DKMS builds of the module and two C++ compiles under
+# emulation: the rig's defaults (300 s per command, 1200 s per VM) are too
+# short.
 export SFRAME_VM_TEST_TIMEOUT=${SFRAME_VM_TEST_TIMEOUT:-1800}
 export SFRAME_VM_TIMEOUT=${SFRAME_VM_TIMEOUT:-2100}
 exec "$ROOT/tests/vm/run-vm.sh" --no-module \
-	--run "bash $(printf '%q' "$HERE/guest.sh") $(printf '%q' "$DEB_DIR") $(printf '%q' "$ROOT")" \
+	--run "bash $(printf '%q' "$HERE/guest.sh") $(printf '%q' "$DEB_DIR") $(printf '%q' "$ROOT")${SFRAME_PKG_UPGRADE:+ upgrade}" \
 	"$BUILD_DIR" "$OUTDIR"
