@@ -5,7 +5,8 @@
  * This file only ties the parts together: the registry of sections
  * (registry.c), the unwinder (unwind.c, sframe_decode.c, row_cache.c), the
  * perf sample hook (perf_hook.c), deferred unwinding and stitching
- * (deferred.c), the readers (session.c), the character device that
+ * (deferred.c), the readers (session.c) and their buffers
+ * (session_ring.c), the character device that
  * exposes them (device.c), discovery of sections in mapped files
  * (discovery.c), their inheritance across fork (inherit.c) and the kernel
  * symbols found at load (ksyms.c).

@@ -24,19 +24,8 @@
  * user's sessions and buffer memory are counted (quota.c) and bounded by
  * session_max_user and session_max_user_kb.
  *
- * The buffer is a byte ring of whole records.  read() copies records out
- * without the lock (the writer never touches unread bytes), then frees
- * them.  A record that does not fit is counted, and a LOST record with the
- * count goes first into the buffer once there is room.
- *
- * Or the reader maps the buffer, as perf record maps its ring, and writes
- * the records to its file straight from it: a control page first (the
- * uapi's sframe_session_mmap_page), then the ring, one vmalloc area.  The
- * writer then publishes its head in the control page and takes the
- * reader's tail from it, under the lock, only if it is one a reader could
- * have written (sframe_ring_take_tail()).  From the first mapping on,
- * the kernel never reads the ring again (read() is refused), since the
- * reader may have written anything there.
+ * Each session's buffer is a ring of records (session_ring.c), read with
+ * read() or mapped.
  */
 #include <linux/capability.h>
 #include <linux/hashtable.h>
@@ -57,6 +46,7 @@
 #include "perf_hook.h"
 #include "quota.h"
 #include "session.h"
+#include "session_ring.h"
 #include "sframe_unwind.h"
 #include "uarg.h"
 
@@ -78,27 +68,12 @@ struct sframe_session {
 	u32 max_user;
 	u32 max_kernel;
 	u32 unwind_flags;
-	u32 wakeup_bytes;      /* wake readers at this fill (0: always) */
 
-	raw_spinlock_t lock;   /* the ring's head and lost counts */
-	/* One vmalloc area, all of it mappable: the control page, then the ring. */
-	struct sframe_session_mmap_page *ctl;
-	u8 *ring;              /* = (u8 *)ctl + PAGE_SIZE */
-	u32 ring_size;         /* a power of two */
-	bool mapped;           /* ever mapped (set under lock) */
-	u64 head;              /* bytes ever written (under lock) */
-	u64 tail;              /* bytes ever read (under lock) */
-	u64 lost_pending;      /* dropped since the last LOST record */
-	u64 last_cookie;       /* of the last unwind counted */
-	struct mutex read_lock; /* one reader at a time */
-	wait_queue_head_t wait;
-	struct irq_work wake_work; /* wakes wait where the writer may not */
+	u32 ring_size;         /* bytes charged for the ring's data */
+	struct sframe_ring ring;
 
 	atomic64_t samples;
-	atomic64_t records;
-	atomic64_t lost;
 	atomic64_t lost_capture;
-	atomic64_t unwinds;
 };
 
 /*
@@ -165,126 +140,16 @@ static void sframe_sessions_update_params(void)
 	sframe_deferred_set_walk(max_frames, methods);
 }
 
-/*
- * Copy nwords u64 words into the ring at byte position pos, wrapping.
- * Every record is whole words and the ring (vmalloc'ed, a power of two)
- * is word-aligned, so so is pos.  A record is a few words: a loop of
- * stores, not memcpy()'s rep movsb with its fixed start-up cost (which
- * an emulator pays per byte).
- */
-static u32 sframe_ring_word_mask(const struct sframe_session *s)
-{
-	return s->ring_size / sizeof(u64) - 1;
-}
-
-static void sframe_ring_put(struct sframe_session *s, u64 pos,
-			    const u64 *src, u32 nwords)
-{
-	u64 *ring = (u64 *)s->ring;
-	u32 mask = sframe_ring_word_mask(s);
-	u32 at = (pos / sizeof(u64)) & mask;
-	u32 i;
-
-	for (i = 0; i < nwords; i++)
-		ring[(at + i) & mask] = src[i];
-}
-
-/*
- * Copy n words to dst, which does not wrap: the record's common case
- * (sframe_session_write()), a load and a store a word.
- */
-static __always_inline void sframe_copy_words(u64 *dst, const u64 *src,
-					      u32 n)
-{
-	u32 i;
-
-	for (i = 0; i < n; i++)
-		dst[i] = src[i];
-}
-
-static_assert(sizeof(struct sframe_sample_record) % sizeof(u64) == 0);
-static_assert(sizeof(struct sframe_lost_record) % sizeof(u64) == 0);
-
-/*
- * Under s->lock, when the ring is mapped: the reader's tail from the
- * control page, if it is one the reader could have written (a whole
- * word, no older than the last one taken and not beyond the head).
- * Anything else leaves the tail where it was: the ring fills and samples
- * are dropped and counted, but no unread byte is written over.
- */
-static void sframe_ring_take_tail(struct sframe_session *s)
-{
-	/* Pairs with the reader's store-release: it is done with the bytes. */
-	u64 tail = smp_load_acquire(&s->ctl->data_tail);
-
-	if (!(tail % sizeof(u64)) && tail - s->tail <= s->head - s->tail)
-		s->tail = tail;
-}
-
-static bool sframe_ring_fits(struct sframe_session *s, u32 len)
-{
-	return s->ring_size - (s->head - s->tail) >= len;
-}
-
-/* Under s->lock: a LOST record first, if samples were dropped. */
-static bool sframe_ring_flush_lost(struct sframe_session *s, u32 next_len)
-{
-	struct sframe_lost_record lost = {
-		.header = { .type = SFRAME_RECORD_LOST,
-			    .size = sizeof(lost) },
-	};
-
-	if (!s->lost_pending)
-		return true;
-	if (!sframe_ring_fits(s, sizeof(lost) + next_len))
-		return false;
-	lost.lost = s->lost_pending;
-	sframe_ring_put(s, s->head, (const u64 *)&lost,
-			sizeof(lost) / sizeof(u64));
-	s->head += sizeof(lost);
-	s->lost_pending = 0;
-	return true;
-}
-
-/* The record's fields, with no padding between them that a fill would miss. */
-static_assert(sizeof(struct sframe_sample_record) == 48);
-
-/*
- * Every field of a sample record but its frames.  Written straight into
- * the ring where the record does not wrap (nearly always), rather than
- * built on the stack and copied: the stack copy is zeroed first (the
- * kernel is built to zero every local), and both cost a store a word.
- * Every field is written, reserved ones included: a mapped ring holds
- * whatever its reader wrote there.
- */
-static __always_inline void
-sframe_record_fill(struct sframe_sample_record *rec,
-		   const struct sframe_sample *smp, u32 len, u32 pid, u32 tid,
-		   u32 flags, u32 nr_kernel, u32 nr_user, u32 user_stop)
-{
-	rec->header.type = SFRAME_RECORD_SAMPLE;
-	rec->header.reserved = 0;
-	rec->header.size = len;
-	rec->pid = pid;
-	rec->tid = tid;
-	rec->time = smp->time;
-	rec->cookie = smp->cookie;
-	rec->cpu = smp->cpu;
-	rec->flags = flags;
-	rec->nr_kernel = nr_kernel;
-	rec->nr_user = nr_user;
-	rec->user_stop = user_stop;
-}
-
 static void sframe_session_write(struct sframe_session *s,
 				 const struct sframe_sample *smp, u32 flags,
 				 const struct sframe_user_stacks *stacks)
 {
-	u32 nr_kernel = 0, nr_user = 0, user_stop = 0, len, pid, tid;
-	const u64 *user = NULL;
-	bool wake = false;
-	unsigned long irqflags;
-	bool written = false;
+	struct sframe_ring_sample rs = {
+		.time = smp->time,
+		.cookie = smp->cookie,
+		.cpu = smp->cpu,
+		.kernel = smp->kernel,
+	};
 
 	/*
 	 * A stack of an image its task may hide (deferred.h): only for a
@@ -297,19 +162,17 @@ static void sframe_session_write(struct sframe_session *s,
 	}
 	/* The user stack as this session's own method found it. */
 	if (stacks && stacks->frames[s->unwind_flags]) {
-		user = stacks->frames[s->unwind_flags];
-		nr_user = stacks->nr[s->unwind_flags];
-		user_stop = stacks->stop[s->unwind_flags];
+		rs.user = stacks->frames[s->unwind_flags];
+		rs.nr_user = stacks->nr[s->unwind_flags];
+		rs.user_stop = stacks->stop[s->unwind_flags];
 	} else if (stacks) {
 		flags |= SFRAME_SAMPLE_F_NO_USER;
 	}
 	if (s->kernel_visible)
-		nr_kernel = min(smp->nr_kernel, s->max_kernel);
+		rs.nr_kernel = min(smp->nr_kernel, s->max_kernel);
 	else if (smp->nr_kernel)
 		flags |= SFRAME_SAMPLE_F_KERNEL_HIDDEN;
-	nr_user = min(nr_user, s->max_user);
-	len = sizeof(struct sframe_sample_record) +
-	      (nr_kernel + nr_user) * sizeof(u64);
+	rs.nr_user = min(rs.nr_user, s->max_user);
 
 	/*
 	 * pid and tid as the reader's namespace sees them (0: invisible).
@@ -317,76 +180,14 @@ static void sframe_session_write(struct sframe_session *s,
 	 * number (what pid_nr_ns() returns there), without two calls.
 	 */
 	if (s->pid_ns == &init_pid_ns) {
-		pid = pid_nr(smp->tgid);
-		tid = pid_nr(smp->pid);
+		rs.pid = pid_nr(smp->tgid);
+		rs.tid = pid_nr(smp->pid);
 	} else {
-		pid = pid_nr_ns(smp->tgid, s->pid_ns);
-		tid = pid_nr_ns(smp->pid, s->pid_ns);
+		rs.pid = pid_nr_ns(smp->tgid, s->pid_ns);
+		rs.tid = pid_nr_ns(smp->pid, s->pid_ns);
 	}
-
-	raw_spin_lock_irqsave(&s->lock, irqflags);
-	if (s->mapped)
-		sframe_ring_take_tail(s);
-	if (sframe_ring_flush_lost(s, len) && sframe_ring_fits(s, len)) {
-		u64 pos = s->head;
-		u32 mask = sframe_ring_word_mask(s);
-		u32 at = (pos / sizeof(u64)) & mask;
-
-		if (at + len / sizeof(u64) <= mask + 1) {
-			/* Nearly always: the record does not wrap. */
-			u64 *dst = (u64 *)s->ring + at;
-
-			sframe_record_fill((struct sframe_sample_record *)dst,
-					   smp, len, pid, tid, flags,
-					   nr_kernel, nr_user, user_stop);
-			dst += sizeof(struct sframe_sample_record) /
-			       sizeof(u64);
-			sframe_copy_words(dst, smp->kernel, nr_kernel);
-			sframe_copy_words(dst + nr_kernel, user, nr_user);
-		} else {
-			struct sframe_sample_record rec;
-
-			sframe_record_fill(&rec, smp, len, pid, tid, flags,
-					   nr_kernel, nr_user, user_stop);
-			sframe_ring_put(s, pos, (const u64 *)&rec,
-					sizeof(rec) / sizeof(u64));
-			pos += sizeof(rec);
-			sframe_ring_put(s, pos, smp->kernel, nr_kernel);
-			pos += nr_kernel * sizeof(u64);
-			sframe_ring_put(s, pos, user, nr_user);
-		}
-		s->head += len;
-		written = true;
-		wake = s->head - s->tail >= s->wakeup_bytes;
-	} else {
-		s->lost_pending++;
-	}
-	/* The records (and a LOST one) before the head that shows them. */
-	smp_store_release(&s->ctl->data_head, s->head);
-	/* One cookie is one user unwind, however many samples share it. */
-	if (nr_user && smp->cookie != s->last_cookie) {
-		s->last_cookie = smp->cookie;
-		atomic64_inc(&s->unwinds);
-	}
-	raw_spin_unlock_irqrestore(&s->lock, irqflags);
-
-	atomic64_inc(written ? &s->records : &s->lost);
-	/* Each wakeup costs the sampled task an IPI and the reader a switch. */
-	if (wake && wq_has_sleeper(&s->wait)) {
-		if (sframe_may_take_spinlock())
-			wake_up_interruptible(&s->wait);
-		else
-			irq_work_queue(&s->wake_work);
-	}
-}
-
-/* A plain irq_work: on PREEMPT_RT in a thread, where wake_up may sleep. */
-static void sframe_session_wake(struct irq_work *work)
-{
-	struct sframe_session *s =
-		container_of(work, struct sframe_session, wake_work);
-
-	wake_up_interruptible(&s->wait);
+	rs.flags = flags;
+	sframe_ring_write_sample(&s->ring, &rs);
 }
 
 static void sframe_sessions_deliver(const struct sframe_sample *smp,
@@ -590,15 +391,6 @@ out:
 	return ret;
 }
 
-static u32 sframe_ring_size(u32 requested)
-{
-	if (!requested)
-		return SFRAME_SESSION_DEFAULT_BUFFER;
-	requested = clamp(requested, SFRAME_SESSION_MIN_BUFFER,
-			  SFRAME_SESSION_MAX_BUFFER);
-	return roundup_pow_of_two(requested);
-}
-
 /*
  * The per-user bounds, for this caller: U64_MAX where none applies.
  * audit: the check is for a real request (as perf's), not a report.
@@ -671,7 +463,7 @@ static void sframe_session_free(struct sframe_session *s, bool charged)
 		put_pid_ns(s->pid_ns);
 	put_pid(s->owner);
 	put_pid(s->target);
-	vfree(s->ctl);
+	sframe_ring_free(&s->ring);
 	kfree(s);
 }
 
@@ -714,7 +506,6 @@ long sframe_session_start(struct file *file, void __user *uarg)
 			SFRAME_SESSION_MAX_KERNEL_FRAMES;
 	s->unwind_flags = req.unwind_flags ?: SFRAME_UNWIND_F_ALL;
 	s->ring_size = sframe_ring_size(req.buffer_size);
-	s->wakeup_bytes = min(req.wakeup_bytes, s->ring_size / 2);
 	s->user = sframe_user_current();
 	if (!s->user) {
 		ret = -ENOMEM;
@@ -725,25 +516,9 @@ long sframe_session_start(struct file *file, void __user *uarg)
 	if (ret)
 		goto fail;
 	charged = true;
-	/*
-	 * Zeroed: a reader may map all of it.  The control page is not
-	 * counted in session_max_user_kb (it is one page a session, and
-	 * sessions are counted); the memory cgroup is charged for all.
-	 */
-	s->ctl = __vmalloc(PAGE_SIZE + s->ring_size,
-			   GFP_KERNEL_ACCOUNT | __GFP_ZERO | __GFP_NOWARN);
-	if (!s->ctl) {
-		ret = -ENOMEM;
+	ret = sframe_ring_init(&s->ring, s->ring_size, req.wakeup_bytes);
+	if (ret)
 		goto fail;
-	}
-	s->ring = (u8 *)s->ctl + PAGE_SIZE;
-	s->ctl->version = SFRAME_SESSION_MMAP_VERSION;
-	s->ctl->data_offset = PAGE_SIZE;
-	s->ctl->data_size = s->ring_size;
-	raw_spin_lock_init(&s->lock);
-	mutex_init(&s->read_lock);
-	init_waitqueue_head(&s->wait);
-	init_irq_work(&s->wake_work, sframe_session_wake);
 
 	req.out_flags = s->kernel_visible ? SFRAME_SESSION_KERNEL_VISIBLE : 0;
 	req.buffer_size = s->ring_size;
@@ -793,8 +568,6 @@ void sframe_session_release(struct sframe_session *s)
 	mutex_unlock(&sframe_sessions_lock);
 	/* Deliveries walk the hash under RCU and write into the ring. */
 	synchronize_rcu();
-	/* None is left to queue a wakeup; let the last one run. */
-	irq_work_sync(&s->wake_work);
 	sframe_session_free(s, true);
 }
 
@@ -810,199 +583,30 @@ long sframe_session_stats(struct sframe_session *s, void __user *uarg)
 	memset(&st, 0, sizeof(st));
 	st.size = sizeof(st);
 	st.samples = atomic64_read(&s->samples);
-	st.records = atomic64_read(&s->records);
-	st.lost = atomic64_read(&s->lost);
+	st.records = atomic64_read(&s->ring.records);
+	st.lost = atomic64_read(&s->ring.lost);
 	st.lost_capture = atomic64_read(&s->lost_capture);
-	st.unwinds = atomic64_read(&s->unwinds);
+	st.unwinds = atomic64_read(&s->ring.unwinds);
 	if (copy_to_user(uarg, &st, min_t(size_t, usize, sizeof(st))))
 		return -EFAULT;
 	return 0;
 }
 
-/*
- * Copy len bytes at ring position pos to user memory, wrapping.  Returns
- * how many bytes could not be copied (0: all of them).
- */
-static size_t sframe_ring_get_user(struct sframe_session *s,
-				   char __user *dst, u64 pos, size_t len)
-{
-	u32 off = pos & (s->ring_size - 1);
-	size_t first = min_t(size_t, len, s->ring_size - off);
-	size_t left = copy_to_user(dst, s->ring + off, first);
-
-	if (left)
-		return left + (len - first);
-	return copy_to_user(dst + first, s->ring, len - first);
-}
-
-/* A header is one word, at a word-aligned position: it never wraps. */
-static_assert(sizeof(struct sframe_record_header) == sizeof(u64));
-static void sframe_ring_peek_header(struct sframe_session *s, u64 pos,
-				    struct sframe_record_header *h)
-{
-	const u64 *ring = (const u64 *)s->ring;
-	u64 word = ring[(pos / sizeof(u64)) & sframe_ring_word_mask(s)];
-
-	memcpy(h, &word, sizeof(*h));
-}
-
-/* A record's size as the writer makes them: whole words, within left. */
-static bool sframe_record_size_ok(u32 size, u64 left)
-{
-	return size >= sizeof(struct sframe_record_header) &&
-	       !(size % sizeof(u64)) && size <= left;
-}
-
 ssize_t sframe_session_read(struct sframe_session *s, struct file *file,
 			    char __user *buf, size_t len)
 {
-	struct sframe_record_header h;
-	u64 tail, head, end;
-	size_t done = 0, copied;
-	ssize_t ret;
-
-	if (mutex_lock_interruptible(&s->read_lock))
-		return -ERESTARTSYS;
-	/*
-	 * The reader may have written anything into a mapped ring.  A
-	 * mapping made while this read() runs is not waited for (mmap()
-	 * holds mmap_lock, which a fault of the copy below takes): the
-	 * header checks below keep this read() bounded whatever the ring
-	 * holds.
-	 */
-	if (READ_ONCE(s->mapped)) {
-		ret = -EBUSY;
-		goto out;
-	}
-	for (;;) {
-		raw_spin_lock_irq(&s->lock);
-		tail = s->tail;
-		head = s->head;
-		raw_spin_unlock_irq(&s->lock);
-		if (head != tail)
-			break;
-		if (file->f_flags & O_NONBLOCK) {
-			ret = -EAGAIN;
-			goto out;
-		}
-		ret = wait_event_interruptible(s->wait,
-					       READ_ONCE(s->head) != tail);
-		if (ret)
-			goto out;
-	}
-	/*
-	 * Only whole records; the writer never touches [tail, head).  The
-	 * records that fit are copied in one go (two where the ring wraps),
-	 * not one by one: a reader keeping up at 10 kHz takes a few hundred
-	 * records per read().  The walk over their headers is bounded by
-	 * head - tail, at least 8 bytes a record (a header that says
-	 * otherwise, which only a mapping's writer can have made, ends it).
-	 */
-	end = tail;
-	while (end != head) {
-		sframe_ring_peek_header(s, end, &h);
-		if (!sframe_record_size_ok(h.size, head - end) ||
-		    h.size > len - (end - tail))
-			break;
-		end += h.size;
-	}
-	if (end == tail) {
-		ret = -EINVAL; /* the next record does not fit */
-		goto out;
-	}
-	copied = end - tail - sframe_ring_get_user(s, buf, tail, end - tail);
-	/* On a fault, consume the records that were copied whole, if any. */
-	while (tail != end) {
-		sframe_ring_peek_header(s, tail, &h);
-		if (!sframe_record_size_ok(h.size, end - tail) ||
-		    done + h.size > copied)
-			break;
-		done += h.size;
-		tail += h.size;
-	}
-	ret = done ? done : -EFAULT;
-
-	raw_spin_lock_irq(&s->lock);
-	/*
-	 * Mapped meanwhile: the mapping owns the tail from the moment it was
-	 * made (mmap() published ours as data_tail, and its reader may have
-	 * moved it since).  Setting it here could move it back over records
-	 * the mapping's reader took, or past records it has not read, which
-	 * the writer would then overwrite.  So this read() consumes nothing:
-	 * the records stay for the mapping, and read() says EBUSY as it does
-	 * to any read() after a mapping.
-	 */
-	if (s->mapped)
-		ret = -EBUSY;
-	else
-		s->tail = tail;
-	raw_spin_unlock_irq(&s->lock);
-out:
-	mutex_unlock(&s->read_lock);
-	return ret;
+	return sframe_ring_read(&s->ring, file, buf, len);
 }
 
 __poll_t sframe_session_poll(struct sframe_session *s, struct file *file,
 			     poll_table *wait)
 {
-	bool readable;
-
-	poll_wait(file, &s->wait, wait);
-	raw_spin_lock_irq(&s->lock);
-	if (s->mapped)
-		sframe_ring_take_tail(s);
-	readable = s->head != s->tail;
-	raw_spin_unlock_irq(&s->lock);
-	return readable ? EPOLLIN | EPOLLRDNORM : 0;
+	return sframe_ring_poll(&s->ring, file, wait);
 }
 
-/*
- * mmap() of the session: the whole area (control page and ring), or the
- * control page alone, at offset 0, shared and writable (the reader writes
- * data_tail), never executable, not inherited by fork() and not
- * expandable.  Its pages are
- * inserted now, as remap_vmalloc_range() would (which wants a VM_USERMAP
- * area, one that vmalloc_user() makes without the memory cgroup's
- * charge): at most PAGE_SIZE + SFRAME_SESSION_MAX_BUFFER, 16,385 pages.
- * The file stays open while a mapping exists, so the session and its
- * area outlive the mapping.
- */
 int sframe_session_mmap(struct sframe_session *s, struct vm_area_struct *vma)
 {
-	unsigned long size = vma->vm_end - vma->vm_start, off;
-	int ret;
-
-	/* The control page alone tells a reader data_size. */
-	if (vma->vm_pgoff ||
-	    (size != PAGE_SIZE && size != PAGE_SIZE + s->ring_size))
-		return -EINVAL;
-	if ((vma->vm_flags & (VM_SHARED | VM_WRITE | VM_EXEC)) !=
-	    (VM_SHARED | VM_WRITE))
-		return -EINVAL;
-	sframe_vm_flags_set(vma, VM_DONTCOPY | VM_DONTEXPAND | VM_DONTDUMP);
-	sframe_vm_flags_clear(vma, VM_MAYEXEC);
-
-	/*
-	 * From here on read() refuses.  Not under read_lock: a read() holds
-	 * it across a copy to user memory whose fault takes mmap_lock, which
-	 * our caller holds.  A read() already past its check stays bounded
-	 * (its header checks) and consumes nothing (sframe_session_read()).
-	 */
-	raw_spin_lock_irq(&s->lock);
-	if (!s->mapped) {
-		WRITE_ONCE(s->ctl->data_tail, s->tail);
-		WRITE_ONCE(s->mapped, true);
-	}
-	raw_spin_unlock_irq(&s->lock);
-
-	for (off = 0; off < size; off += PAGE_SIZE) {
-		ret = vm_insert_page(vma, vma->vm_start + off,
-				     vmalloc_to_page((u8 *)s->ctl + off));
-		if (ret)
-			return ret;
-		cond_resched();
-	}
-	return 0;
+	return sframe_ring_mmap(&s->ring, vma);
 }
 
 int sframe_sessions_init(void)
