@@ -13,12 +13,10 @@
  */
 #include <linux/module.h>
 
-#include "deferred.h"
 #include "device.h"
 #include "inherit.h"
 #include "ksyms.h"
 #include "nmi_test.h"
-#include "perf_hook.h"
 #include "quota.h"
 #include "registry.h"
 #include "session.h"
@@ -26,6 +24,12 @@
 
 struct sframe_counters sframe_counters;
 
+/*
+ * Each part is started after the parts it uses and stopped in the reverse
+ * order, the failure path included: exit mirrors init.  The ksyms are
+ * looked up once and need no stopping; quota.c has nothing to start and
+ * only waits, at the end, for the users' structs freed under RCU.
+ */
 static int __init sframe_unwind_init(void)
 {
 	int ret;
@@ -35,7 +39,7 @@ static int __init sframe_unwind_init(void)
 		return ret;
 	ret = sframe_registry_init();
 	if (ret)
-		return ret;
+		goto fail_registry;
 	ret = sframe_sessions_init();
 	if (ret)
 		goto fail_sessions;
@@ -53,13 +57,13 @@ static int __init sframe_unwind_init(void)
 fail_device:
 	sframe_inherit_exit();
 fail_inherit:
-	sframe_perf_hook_exit();
 	sframe_nmi_test_exit();
 fail_nmi:
 	sframe_sessions_exit();
 fail_sessions:
-	sframe_deferred_exit();
 	sframe_registry_exit();
+fail_registry:
+	sframe_quota_exit();
 	return ret;
 }
 
@@ -67,15 +71,13 @@ static void __exit sframe_unwind_exit(void)
 {
 	/*
 	 * No file is open once we get here: each open file holds us, so no
-	 * session exists; the perf hook goes now.  What remains are
-	 * unwinds queued on tasks, which deferred_exit cancels or waits for.
+	 * session exists.  sframe_sessions_exit() removes the perf hook and
+	 * has deferred.c cancel or wait for the unwinds queued on tasks.
 	 */
 	sframe_device_exit();
 	sframe_inherit_exit();
 	sframe_nmi_test_exit();
-	sframe_perf_hook_exit();
 	sframe_sessions_exit();
-	sframe_deferred_exit();
 	sframe_registry_exit();
 	sframe_quota_exit();
 }

@@ -614,7 +614,15 @@ int sframe_sessions_init(void)
 	return sframe_deferred_init(&sframe_session_deferred_ops);
 }
 
+/*
+ * Mirrors sframe_sessions_init().  No session is left (each is an open
+ * file, which holds the module), but the perf hook stays registered from
+ * the first session on (perf_hook.c): it goes first, so no sample comes
+ * any more, then deferred.c cancels or waits for the unwinds still queued
+ * on tasks.
+ */
 void sframe_sessions_exit(void)
 {
-	/* Nothing to do: every session is an open file, which holds us. */
+	sframe_perf_hook_exit();
+	sframe_deferred_exit();
 }
