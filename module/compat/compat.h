@@ -19,11 +19,19 @@
 #include <asm/ibt.h>
 
 /*
+ * Every difference below is chosen by what the kernel's own headers say
+ * (module/Kbuild probes them and defines SFRAME_HAVE_* or SFRAME_*), never
+ * by its version number: Debian's stable kernels carry backported API
+ * changes (WireGuard's compat layer works the same way).  The version
+ * number only refuses kernels older than the oldest supported.
+ */
+
+/*
  * put_unaligned()/get_unaligned(): <asm/unaligned.h> moved to
  * <linux/unaligned.h> in 6.12 (the asm-generic header was made the only
  * one); the old name is gone there.
  */
-#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 12, 0)
+#ifdef SFRAME_HAVE_LINUX_UNALIGNED_H
 #include <linux/unaligned.h>
 #else
 #include <asm/unaligned.h>
@@ -134,19 +142,20 @@ static inline unsigned long sframe_function_entry(unsigned long kprobe_addr)
 #ifndef CONFIG_DYNAMIC_FTRACE_WITH_ARGS
 #error "sframe_unwind hooks perf's sample path through ftrace and needs CONFIG_DYNAMIC_FTRACE_WITH_ARGS"
 #endif
-#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 12, 0)
+#ifdef SFRAME_HAVE_ARCH_FTRACE_REGS
 #define sframe_ftrace_args(fregs) (&arch_ftrace_regs(fregs)->regs)
 #else
 #define sframe_ftrace_args(fregs) (&(fregs)->regs)
 #endif
-#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 3, 0)
-/* (header, data, event, regs) */
-#define SFRAME_SAMPLE_HOOK_EVENT(kregs) ((struct perf_event *)(kregs)->dx)
-#define SFRAME_SAMPLE_HOOK_REGS(kregs) ((struct pt_regs *)(kregs)->cx)
-#else
+/* perf_prepare_sample()'s arguments: 6.3 dropped the header. */
+#ifdef SFRAME_PREPARE_SAMPLE_WITHOUT_HEADER
 /* (data, event, regs) */
 #define SFRAME_SAMPLE_HOOK_EVENT(kregs) ((struct perf_event *)(kregs)->si)
 #define SFRAME_SAMPLE_HOOK_REGS(kregs) ((struct pt_regs *)(kregs)->dx)
+#else
+/* (header, data, event, regs) */
+#define SFRAME_SAMPLE_HOOK_EVENT(kregs) ((struct perf_event *)(kregs)->dx)
+#define SFRAME_SAMPLE_HOOK_REGS(kregs) ((struct pt_regs *)(kregs)->cx)
 #endif
 
 /*
@@ -226,7 +235,7 @@ static inline void sframe_init_irq_work_hard(struct irq_work *work,
  * (the flags became read-only for the per-VMA locks); a plain field
  * before.  Debian's 6.1 has not taken the helpers.
  */
-#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 3, 0)
+#ifdef SFRAME_HAVE_VM_FLAGS_SET
 static inline void sframe_vm_flags_set(struct vm_area_struct *vma,
 				       vm_flags_t flags)
 {
