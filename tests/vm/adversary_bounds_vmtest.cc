@@ -54,8 +54,9 @@ using vmtest::NowMs;
 // Wall-clock ceiling of one worst-case UNWIND_SELF in the VM.  The bound
 // is SFRAME_WALK_BUDGET units plus one lookup (SFRAME_LOOKUP_MAX_UNITS)
 // and 4096 frames of a few loads each; measured under qemu TCG it takes
-// 0.08 to 0.36 s (docs/benchmarks.md).  Five seconds leave room for two
-// loaded vCPUs, and are still 45 times below the 230 s of the issue.
+// 0.08 to 0.36 s (docs/history/issue-10-bounds-first-run.md).  Five
+// seconds leave room for two loaded vCPUs, and are still 45 times below
+// the 230 s of the issue.
 constexpr uint64_t kWorstUnwindCeilingMs = 5000;
 
 class BoundsTest : public vmtest::DeviceTest {
