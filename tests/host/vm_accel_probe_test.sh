@@ -9,6 +9,8 @@
 #   (c) a qemu that prints the marker: KVM, at once (not waiting for the
 #       guest's power-off); the decision cached, the cache keyed by /dev/kvm
 #       and ignored after 6 hours
+#   (d) a guest that never boots, then another kernel: the fallback kept
+#       machine-wide, no second probe
 #   and: qemu failing at once, SFRAME_VM_ACCEL forcing, bad settings.
 # Exit 0 if all pass, 77 (skipped) without cpio.
 set -uo pipefail
@@ -211,6 +213,28 @@ else
 	bad "(c) probed $(calls) times"
 fi
 no_leftovers "(c) again"
+unset SFRAME_VM_ACCEL_CACHE
+
+# ---- (d) a guest that never boots; then another kernel: not probed again ----
+rm -f "$T/calls"
+export SFRAME_VM_ACCEL_CACHE=$T/cache-d
+choose SFRAME_VM_KVM_DEVICE="$KVM" SFRAME_VM_KVM_PROBE_QEMU="$FAKE" FAKE_MODE=hang \
+	SFRAME_VM_KVM_PROBE_TIMEOUT=2
+expect tcg "run-vm: accelerator tcg: KVM probe booted $KVER and got no marker in 2 s (*" \
+	"(d) hanging guest"
+no_leftovers "(d)"
+first_kver=$KVER first_kernel=$KERNEL
+KVER=7.3.4+deb13-amd64 KERNEL=$T/vmlinuz-other
+echo other > "$KERNEL"
+choose SFRAME_VM_KVM_DEVICE="$KVM" SFRAME_VM_KVM_PROBE_QEMU="$FAKE" FAKE_MODE=marker
+expect tcg "run-vm: accelerator tcg: KVM probe booted $first_kver and got no marker in 2 s (*) (another kernel's probe on this machine, cached in $T/cache-d/accel-machine-*; not probed again)" \
+	"(d) another kernel: the machine's fallback"
+if [[ $(calls) == 1 ]]; then
+	ok "(d) another kernel: not probed again"
+else
+	bad "(d) another kernel: probed $(calls) times"
+fi
+KVER=$first_kver KERNEL=$first_kernel
 unset SFRAME_VM_ACCEL_CACHE
 
 # ---- qemu failing at once ----

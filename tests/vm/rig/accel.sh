@@ -19,7 +19,13 @@
 #                                 identity and the vCPU count, so that
 #                                 the next VM of the same run need not
 #                                 probe again; entries older than 6 hours
-#                                 are ignored (unset: probe every time)
+#                                 are ignored (unset: probe every time).
+#                                 A probe that fell back to TCG is also kept
+#                                 machine-wide (DIR/accel-machine-<key>,
+#                                 without the kernel): a KVM that booted no
+#                                 guest of one kernel is not asked again for
+#                                 the run's other kernels, which would each
+#                                 pay the bound
 #   SFRAME_VM_KVM_PROBE_QEMU=PROG the qemu the probe runs (default
 #                                 qemu-system-x86_64; the VM itself always
 #                                 runs qemu-system-x86_64): for showing and
@@ -137,7 +143,7 @@ rig_accel_cache_file() { # KVER KERNEL QEMU DEVICE
 # setting.  PROBE_LOG: where to keep the probe's console (optional).
 rig_choose_accel() { # KVER KERNEL BUSYBOX [PROBE_LOG]
 	local kver=$1 kernel=$2 busybox=$3 plog=${4:-} why choice dev err qemu bound
-	local cache='' res result secs rc last
+	local cache='' machine='' res result secs rc last
 	RIG_ACCEL_CHOICE=
 	dev=${SFRAME_VM_KVM_DEVICE:-/dev/kvm}
 	bound=${SFRAME_VM_KVM_PROBE_TIMEOUT:-60}
@@ -175,13 +181,21 @@ rig_choose_accel() { # KVER KERNEL BUSYBOX [PROBE_LOG]
 		return 0
 	fi
 	cache=$(rig_accel_cache_file "$kver" "$kernel" "$qemu" "$dev")
+	machine=$(rig_accel_cache_file machine "" "$qemu" "$dev")
 	# At most 6 hours old: a cache directory that outlives its run (vm-out/)
-	# does not decide the next one.
+	# does not decide the next one.  This kernel's decision first; else a
+	# fallback to TCG that another kernel's probe made on this machine.
 	if [[ -n $cache && -s $cache && -n $(find "$cache" -mmin -360 2>/dev/null) ]] &&
 		IFS=$'\t' read -r choice why < "$cache" &&
 		[[ $choice == kvm || $choice == tcg ]]; then
 		RIG_ACCEL_CHOICE=$choice
 		echo "run-vm: accelerator $choice: $why (an earlier probe's, cached in $cache)"
+		return 0
+	fi
+	if [[ -n $machine && -s $machine && -n $(find "$machine" -mmin -360 2>/dev/null) ]] &&
+		IFS=$'\t' read -r choice why < "$machine" && [[ $choice == tcg ]]; then
+		RIG_ACCEL_CHOICE=tcg
+		echo "run-vm: accelerator tcg: $why (another kernel's probe on this machine, cached in $machine; not probed again)"
 		return 0
 	fi
 	res=$(rig_accel_probe_boot "$qemu" "$kernel" "$busybox" "$bound" "$plog" \
@@ -211,6 +225,10 @@ rig_choose_accel() { # KVER KERNEL BUSYBOX [PROBE_LOG]
 		local tmp
 		if tmp=$(mktemp "$cache.XXXXXX" 2>/dev/null); then
 			printf '%s\t%s\n' "$choice" "$why" > "$tmp" && mv -f "$tmp" "$cache"
+			rm -f "$tmp"
+		fi
+		if [[ $choice == tcg && -n $machine ]] && tmp=$(mktemp "$machine.XXXXXX" 2>/dev/null); then
+			printf '%s\t%s\n' "$choice" "$why" > "$tmp" && mv -f "$tmp" "$machine"
 			rm -f "$tmp"
 		fi
 	fi
