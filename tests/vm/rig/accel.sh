@@ -137,6 +137,15 @@ rig_accel_cache_file() { # KVER KERNEL QEMU DEVICE
 	echo "$dir/accel-$1-$id"
 }
 
+# Write a decision to a cache file, replacing it whole (a reader never
+# sees half a line).
+rig_accel_cache_put() { # FILE CHOICE WHY
+	local tmp
+	tmp=$(mktemp "$1.XXXXXX" 2>/dev/null) || return 0
+	printf '%s\t%s\n' "$2" "$3" > "$tmp" && mv -f "$tmp" "$1"
+	rm -f "$tmp"
+}
+
 # Decide.  Sets RIG_ACCEL_CHOICE (kvm or tcg) and prints one line,
 # "run-vm: accelerator kvm|tcg: why" (with the probe's time when a probe
 # guest ran); fails (RIG_ACCEL_CHOICE empty, the reason on stdout) on a bad
@@ -222,15 +231,8 @@ rig_choose_accel() { # KVER KERNEL BUSYBOX [PROBE_LOG]
 	RIG_ACCEL_CHOICE=$choice
 	echo "run-vm: accelerator $choice: $why"
 	if [[ -n $cache && $result != "" ]]; then
-		local tmp
-		if tmp=$(mktemp "$cache.XXXXXX" 2>/dev/null); then
-			printf '%s\t%s\n' "$choice" "$why" > "$tmp" && mv -f "$tmp" "$cache"
-			rm -f "$tmp"
-		fi
-		if [[ $choice == tcg && -n $machine ]] && tmp=$(mktemp "$machine.XXXXXX" 2>/dev/null); then
-			printf '%s\t%s\n' "$choice" "$why" > "$tmp" && mv -f "$tmp" "$machine"
-			rm -f "$tmp"
-		fi
+		rig_accel_cache_put "$cache" "$choice" "$why"
+		[[ $choice == tcg && -n $machine ]] && rig_accel_cache_put "$machine" "$choice" "$why"
 	fi
 	return 0
 }
