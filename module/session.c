@@ -29,7 +29,6 @@
  */
 #include <linux/capability.h>
 #include <linux/hashtable.h>
-#include <linux/irq_work.h>
 #include <linux/perf_event.h>
 #include <linux/sched/task.h>
 #include <linux/pid_namespace.h>
@@ -38,7 +37,6 @@
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
-#include <linux/vmalloc.h>
 
 #include "compat.h"
 #include "deferred.h"
