@@ -2,7 +2,9 @@
 // .sframe of every object the dynamic loader maps with /dev/sframe_unwind,
 // for systems where the module's own discovery is off:
 //
-//   LD_AUDIT=/usr/local/lib/libsframe-audit.so prog
+//   LD_AUDIT=/usr/lib/x86_64-linux-gnu/sframe-unwind/libsframe-audit.so prog
+//
+// (where the sframe-tools package installs it).
 //
 // la_objopen(): the object's segments are mapped (not yet relocated, which
 // does not matter: .sframe lives in a read-only PT_LOAD).  Its program
