@@ -1606,6 +1606,49 @@ std::map<std::string, long> ShrunkSlabCounts() {
   return vmtest::SlabCounts();
 }
 
+// After a counter did not come back: which live process still has
+// supplied or registered sections (every process this user may
+// ptrace-read; all of them as root).  None means a registry outlived its
+// process: a leak in the module, not in the test.
+std::string HoldersOfSections(int dev) {
+  std::string out;
+  DIR* d = opendir("/proc");
+  if (!d) return "(no /proc)";
+  while (dirent* e = readdir(d)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (!pid || *end) continue;
+    sframe_section_info infos[16]{};
+    sframe_list_sections req{};
+    req.size = sizeof(req);
+    req.pid = static_cast<int32_t>(pid);
+    req.entries = reinterpret_cast<uint64_t>(infos);
+    req.max_entries = 16;
+    if (ioctl(dev, SFRAME_IOC_LIST_SECTIONS, &req) != 0) continue;
+    std::string held;
+    for (uint32_t i = 0; i < std::min(req.nr_entries, 16u); i++) {
+      if (infos[i].source != SFRAME_SOURCE_SUPPLIED && infos[i].source != SFRAME_SOURCE_REGISTERED) {
+        continue;
+      }
+      char line[160];
+      std::snprintf(line, sizeof(line), " [%s text 0x%llx+%llu, %llu bytes]",
+                    infos[i].source == SFRAME_SOURCE_SUPPLIED ? "supplied" : "registered",
+                    static_cast<unsigned long long>(infos[i].text_start),
+                    static_cast<unsigned long long>(infos[i].text_len),
+                    static_cast<unsigned long long>(infos[i].sframe_len));
+      held += line;
+    }
+    if (held.empty()) continue;
+    std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+    std::string name;
+    std::getline(comm, name);
+    out += "pid " + std::to_string(pid) + " (" + name + (pid == getpid() ? ", this test" : "") +
+           "):" + held + "\n";
+  }
+  closedir(d);
+  return out.empty() ? "no live process that this user may read holds any" : out;
+}
+
 class FuzzTest : public vmtest::DeviceTest {};
 
 TEST_F(FuzzTest, AMillionRandomIoctlsWhileTheMemoryChanges) {
@@ -1809,6 +1852,9 @@ TEST_F(FuzzTest, AMillionRandomIoctlsWhileTheMemoryChanges) {
   EXPECT_EQ(after.sections, before.sections);
   EXPECT_EQ(after.processes, before.processes);
   EXPECT_EQ(after.supplied_bytes, before.supplied_bytes);
+  if (after.sections != before.sections || after.processes != before.processes) {
+    std::printf("fuzz: sections left over, held by:\n%s", HoldersOfSections(dev().fd()).c_str());
+  }
   std::printf("fuzz: module counters: sections %" PRIu64 " -> %" PRIu64 ", processes %" PRIu64
               " -> %" PRIu64 ", supplied_bytes %" PRIu64 " -> %" PRIu64 "\n",
               before.sections, after.sections, before.processes, after.processes,
