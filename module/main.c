@@ -4,8 +4,8 @@
  *
  * This file only ties the parts together: the registry of sections
  * (registry.c), the unwinder (unwind.c, sframe_decode.c, row_cache.c), the
- * perf sample hook (perf_hook.c), deferred unwinding and stitching
- * (deferred.c), the readers (session.c) and their buffers
+ * perf sample hook (perf_hook.c), the sessions' samples (sample.c),
+ * deferred unwinding (deferred.c), the readers (session.c) and their buffers
  * (session_ring.c), the character device that
  * exposes them (device.c), discovery of sections in mapped files
  * (discovery.c), their inheritance across fork (inherit.c) and the kernel
@@ -72,7 +72,8 @@ static void __exit sframe_unwind_exit(void)
 	/*
 	 * No file is open once we get here: each open file holds us, so no
 	 * session exists.  sframe_sessions_exit() removes the perf hook and
-	 * has deferred.c cancel or wait for the unwinds queued on tasks.
+	 * has sample.c and deferred.c hand back or wait for the samples queued
+	 * on tasks.
 	 */
 	sframe_device_exit();
 	sframe_inherit_exit();

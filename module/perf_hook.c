@@ -35,7 +35,7 @@ static sframe_perf_sample_fn sframe_sample_fn;
  * walk does) is not hooked: the recursion test refuses it, as the kprobe
  * did (a missed probe).  Samples in an NMI that interrupted the handler
  * are a different context and are hooked; the sample path is written
- * for NMI (deferred.c).
+ * for NMI (sample.c, deferred.c).
  */
 static void notrace sframe_sample_ftrace(unsigned long ip,
 					 unsigned long parent_ip,

@@ -7,9 +7,9 @@
  * or whatever task its events sample (SFRAME_TARGET_EVENTS: a command and
  * its descendants, through inherited events), and takes samples of the
  * perf events its own process opened, never of anyone else's.  It is the
- * consumer of deferred.c: perf_hook.c's hook hands each perf sample to
- * sframe_sessions_sample(), which asks deferred.c for it if a session
- * wants it, and deferred.c hands it back through the callbacks below once
+ * consumer of sample.c: perf_hook.c's hook hands each perf sample to
+ * sframe_sessions_sample(), which has sample.c take it if a session
+ * wants it, and sample.c hands it back through the callbacks below once
  * its user stack is known.  Records are written into a session's buffer
  * from a task_work, an irq_work or the interrupt itself, never in NMI, so
  * a spinlock guards the buffer: a raw one, since on PREEMPT_RT a
@@ -39,7 +39,7 @@
 #include <linux/uaccess.h>
 
 #include "compat.h"
-#include "deferred.h"
+#include "sample.h"
 #include "ksyms.h"
 #include "perf_hook.h"
 #include "quota.h"
@@ -135,7 +135,7 @@ static void sframe_sessions_update_params(void)
 		max_frames = max(max_frames, s->max_user);
 		methods |= BIT(s->unwind_flags);
 	}
-	sframe_deferred_set_walk(max_frames, methods);
+	sframe_samples_set_walk(max_frames, methods);
 }
 
 static void sframe_session_write(struct sframe_session *s,
@@ -143,14 +143,14 @@ static void sframe_session_write(struct sframe_session *s,
 				 const struct sframe_user_stacks *stacks)
 {
 	struct sframe_ring_sample rs = {
-		.time = smp->time,
-		.cookie = smp->cookie,
+		.time = smp->item.time,
+		.cookie = smp->item.cookie,
 		.cpu = smp->cpu,
 		.kernel = smp->kernel,
 	};
 
 	/*
-	 * A stack of an image its task may hide (deferred.h): only for a
+	 * A stack of an image its task may hide (sample.h): only for a
 	 * privileged reader, as perf, which removes such a task's events at
 	 * its setuid exec, gives it to nobody else.
 	 */
@@ -212,7 +212,7 @@ static void sframe_sessions_deliver(const struct sframe_sample *smp,
 	rcu_read_unlock();
 }
 
-static const struct sframe_deferred_ops sframe_session_deferred_ops = {
+static const struct sframe_sample_ops sframe_session_sample_ops = {
 	.deliver = sframe_sessions_deliver,
 };
 
@@ -240,7 +240,7 @@ void sframe_sessions_sample(struct pt_regs *regs, struct pid *owner,
 	/* With one session, a sample delivered at once goes straight to it. */
 	if (want > 1)
 		ctx.now = NULL;
-	if (want && !sframe_deferred_request(regs, &ctx)) {
+	if (want && !sframe_samples_take(regs, &ctx)) {
 		hash_for_each_possible_rcu(sframe_sessions_by_owner, s, node,
 					   (unsigned long)owner) {
 			if (sframe_session_match(s, &ctx, pid, tgid))
@@ -532,7 +532,7 @@ long sframe_session_start(struct file *file, void __user *uarg)
 		goto unlock;
 	}
 	if (!sframe_nr_sessions) {
-		ret = sframe_deferred_prepare();
+		ret = sframe_samples_prepare();
 		if (!ret)
 			ret = sframe_perf_hook_enable(sframe_sessions_perf_sample);
 		if (ret)
@@ -609,18 +609,18 @@ int sframe_session_mmap(struct sframe_session *s, struct vm_area_struct *vma)
 
 int sframe_sessions_init(void)
 {
-	return sframe_deferred_init(&sframe_session_deferred_ops);
+	return sframe_samples_init(&sframe_session_sample_ops);
 }
 
 /*
  * Mirrors sframe_sessions_init().  No session is left (each is an open
  * file, which holds the module), but the perf hook stays registered from
  * the first session on (perf_hook.c): it goes first, so no sample comes
- * any more, then deferred.c cancels or waits for the unwinds still queued
- * on tasks.
+ * any more, then sample.c (and deferred.c) hand back or wait for the
+ * samples still queued on tasks.
  */
 void sframe_sessions_exit(void)
 {
 	sframe_perf_hook_exit();
-	sframe_deferred_exit();
+	sframe_samples_exit();
 }

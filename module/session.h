@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Sessions: readers of stitched stacks on /dev/sframe_unwind.  The
- * consumer of deferred.c's samples, fed by perf_hook.c's ftrace hook; each
+ * consumer of sample.c's samples, fed by perf_hook.c's ftrace hook; each
  * session's records go into its ring (session_ring.c).
  */
 #ifndef SFRAME_SESSION_H

@@ -27,6 +27,7 @@
  */
 #include <linux/mm_types.h>
 #include <linux/sched.h>
+#include <linux/sched/task_stack.h>
 #include <linux/mmap_lock.h>
 #include <linux/uaccess.h>
 #include <asm/sigcontext.h>
@@ -868,4 +869,30 @@ u32 sframe_unwind_fill(struct sframe_user_unwind *uw, u64 *frames, u32 n,
 		frames[n++] = uw->ip;
 	}
 	return n;
+}
+
+u32 sframe_unwind_user_stack(struct sframe_user_unwind *uw,
+			     struct sframe_user_stacks *stacks, u32 flags,
+			     u64 *frames, u32 max, bool may_sleep)
+{
+	u32 n = 0;
+
+	/* The registers the task will return to user space with. */
+	sframe_unwind_start(uw, task_pt_regs(current), flags);
+	frames[n++] = uw->ip;
+	for (;;) {
+		u32 end = may_sleep ? min(max, n + SFRAME_RESCHED_FRAMES) : max;
+
+		n = sframe_unwind_fill(uw, frames, n, end);
+		if (n < end || n == max)
+			break;
+		cond_resched();
+	}
+	if (!uw->stop)
+		uw->stop = SFRAME_STOP_LIMIT;
+	sframe_unwind_account(uw);
+	stacks->frames[flags] = frames;
+	stacks->nr[flags] = n;
+	stacks->stop[flags] = uw->stop;
+	return uw->stop;
 }

@@ -8,6 +8,8 @@
 
 #include <linux/ptrace.h>
 
+#include "sframe_unwind.h"
+
 #include "registry.h"
 #include "stats.h"
 
@@ -112,5 +114,30 @@ static inline void sframe_unwind_account(const struct sframe_user_unwind *uw)
 	else if (uw->stop == SFRAME_STOP_BAD_FRAME)
 		atomic64_inc(&sframe_counters.unwind_bad_frames);
 }
+
+/*
+ * The user stack of one kernel entry, walked once per method some
+ * consumer asks for (SFRAME_UNWIND_F_SFRAME, _FP or both): index by the
+ * flags.
+ */
+struct sframe_user_stacks {
+	u64 *frames[SFRAME_UNWIND_F_ALL + 1]; /* NULL: not walked */
+	u32 nr[SFRAME_UNWIND_F_ALL + 1];
+	u32 stop[SFRAME_UNWIND_F_ALL + 1];    /* enum sframe_stop_reason */
+};
+
+/*
+ * Walk current's user stack (from the registers it will return to user
+ * space with) with the methods flags into frames (room for max), record it
+ * in stacks, and count it.  Returns the stop reason.  The decoding budget
+ * is sframe_unwind_start()'s: SFRAME_WALK_BUDGET in a task, the small
+ * SFRAME_IRQ_WALK_BUDGET in an interrupt.  may_sleep (a task, faults
+ * allowed): reschedules every SFRAME_RESCHED_FRAMES frames, since a
+ * crafted stack may spend its whole budget (some 150 ms under emulation).
+ */
+#define SFRAME_RESCHED_FRAMES 64
+u32 sframe_unwind_user_stack(struct sframe_user_unwind *uw,
+			     struct sframe_user_stacks *stacks, u32 flags,
+			     u64 *frames, u32 max, bool may_sleep);
 
 #endif /* SFRAME_UNWIND_USER_H */

@@ -753,7 +753,7 @@ TEST_F(SessionTest, SamplesOf32BitCodeGetNoUserStack) {
 // (or sample_max_wait_ms).  On 227df5d's module one such task took its
 // CPU's whole sample pool (512), leaving nothing for any other user's
 // samples there; now a user holds at most half of a CPU's pool
-// (SFRAME_SAMPLE_SHARE, module/deferred.c) and the rest stays for the
+// (SFRAME_SAMPLE_SHARE, module/sample.c) and the rest stays for the
 // others.  The hog, as uid 65533 pinned to CPU 0, reads 256 MiB of
 // /dev/zero at a time (one kernel entry of about a second under TCG); a
 // root session samples it at 10 kHz; every sample of one kernel entry
@@ -762,7 +762,7 @@ TEST_F(SessionTest, SamplesOf32BitCodeGetNoUserStack) {
 TEST_F(SessionTest, OneUsersTaskInTheKernelHoldsAtMostHalfOfACpusPool) {
   if (!IsRoot()) GTEST_SKIP() << "a root session samples the other user's task (kernel mode)";
   constexpr size_t kChunk = 256u << 20;
-  constexpr size_t kPoolPerCpu = 512;  // SAMPLES_PER_CPU, module/deferred.c
+  constexpr size_t kPoolPerCpu = 512;  // SAMPLES_PER_CPU, module/sample.c
   int ready[2];
   ASSERT_EQ(pipe2(ready, O_CLOEXEC), 0);
   const pid_t hog = fork();
