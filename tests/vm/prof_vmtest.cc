@@ -27,7 +27,7 @@
 #include <thread>
 
 #include "sessions.h"
-#include "sframe_gen/build_id.h"
+#include "sframe_object/object_file.h"
 #include "sframe_profile/profile.h"
 #include "sframe_test/profile_contents.h"
 #include "prof_tool.h"
