@@ -71,6 +71,8 @@ PKGS=(
 	mmdebstrap debian-archive-keyring
 	# perf record, the comparison of bench/profile_vmbench in the VM
 	linux-perf
+	# prof_vmtest: the files a recording opens, traced
+	strace
 	# the flame graph's tests: its SVG parsed as XML (userlib/tests), and
 	# its script run by a headless browser (userlib/tests/flamegraph_browser_test.sh)
 	libxml2-dev chromium

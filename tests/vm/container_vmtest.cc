@@ -29,11 +29,10 @@
 #include <string>
 #include <vector>
 
-#include "sframe_gen/build_id.h"
 #include "sframe_gen/coverage.h"
 #include "sframe_gen/eh_frame.h"
-#include "sframe_gen/object_file.h"
 #include "sframe_gen/sframe_cache.h"
+#include "sframe_object/object_file.h"
 #include "vmtest.h"
 
 // File-scope statics, not an anonymous namespace: the chains are compared

@@ -23,11 +23,13 @@
 #include <climits>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
 #include "sessions.h"
-#include "sframe_gen/build_id.h"
+#include "sframe_object/object_file.h"
 #include "sframe_profile/profile.h"
 #include "sframe_test/profile_contents.h"
 #include "prof_tool.h"
@@ -360,6 +362,74 @@ TEST(ProfTest, SigintEndsTheRecordingCleanly) {
   const FoldedCheck c = CheckFolded(folded.output);
   EXPECT_GT(c.leaf, 0u) << folded.output.substr(0, 2000);
   EXPECT_GE(c.complete * 100, c.leaf * 99) << c.first_bad;
+}
+
+// Issue 29: a recording opens each file it reads once (userlib/object's
+// ObjectTable): coverage, the mapping tracker and the build ids all take
+// the one opened object.  Traced with strace: the recorder's successful
+// openat() calls from its first open of the device on (the loader's opens
+// of sframe-prof's own libraries come before), by every thread of it but
+// not by the recorded program (the tasks that exec'd it).
+TEST(ProfTest, EachFileIsOpenedOncePerRecording) {
+  if (!CanProfile()) GTEST_SKIP() << "this user may not profile (the root run covers it)";
+  ASSERT_EQ(vmtest::RunShell("command -v strace").status, 0)
+      << "no strace in this guest (scripts/install-deps.sh and tests/vm/images/*.conf list it)";
+  const Result rec = vmtest::RunShell("strace -f -y -qq -e trace=openat,execve -e status=successful "
+                              "-o libs30.strace " + ProfTool() + " record -o libs30.data -- " +
+                              vmtest::NextToSelf("libs30_workload") + " 300000");
+  ASSERT_EQ(rec.status, 0) << rec.output;
+
+  // "PID syscall(...) = FD</path>" lines.
+  std::ifstream in("libs30.strace");
+  std::vector<std::pair<long, std::string>> lines;
+  for (std::string line; std::getline(in, line);) {
+    const size_t sp = line.find(' ');
+    if (sp == std::string::npos) continue;
+    lines.emplace_back(std::atol(line.c_str()), line.substr(sp + 1));
+  }
+  ASSERT_FALSE(lines.empty());
+  // The first execve is strace's of sframe-prof; a task that execs after it
+  // is the recorded program.
+  std::set<long> program;
+  bool first_exec = true;
+  for (const auto& [pid, call] : lines) {
+    if (call.find("execve(") == std::string::npos) continue;
+    if (!first_exec) program.insert(pid);
+    first_exec = false;
+  }
+  std::map<std::string, int> opened;
+  bool device_seen = false;
+  for (const auto& [pid, call] : lines) {
+    // A call another thread interrupted ends on a "<... openat resumed>" line.
+    if (program.count(pid) || (call.find("openat(") == std::string::npos &&
+                               call.find("<... openat resumed>") == std::string::npos)) {
+      continue;
+    }
+    const size_t lt = call.rfind("</"), end = call.rfind('>');
+    if (lt == std::string::npos || end == std::string::npos || end < lt) continue;
+    const std::string path = call.substr(lt + 1, end - lt - 1);
+    if (path.find("sframe_unwind") != std::string::npos) device_seen = true;
+    if (!device_seen) continue;
+    if (path.rfind("/proc/", 0) == 0 || path.rfind("/dev/", 0) == 0 ||
+        path.rfind("/sys/", 0) == 0) {
+      continue;
+    }
+    opened[path]++;
+  }
+  ASSERT_TRUE(device_seen) << "the recorder never opened /dev/sframe_unwind";
+  int libs = 0;
+  std::string twice, all;
+  for (const auto& [path, n] : opened) {
+    all += "  " + std::to_string(n) + " " + path + "\n";
+    if (n > 1) twice += "  " + std::to_string(n) + " " + path + "\n";
+    if (path.find("/libs30/liblibs30_l") != std::string::npos) libs++;
+  }
+  EXPECT_EQ(libs, 30) << "the recorder opened " << libs
+                      << " of the program's 30 libraries; it opened:\n" << all;
+  EXPECT_TRUE(twice.empty()) << "opened more than once in one recording:\n" << twice;
+  RecordProperty("files_opened", static_cast<int>(opened.size()));
+  std::printf("the recorder opened %zu files after the device, each once:\n%s", opened.size(),
+              all.c_str());
 }
 
 TEST(ProfTest, PermissionError) {

@@ -17,7 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "sframe_client/objects.h"
-#include "sframe_gen/build_id.h"
+#include "sframe_object/object_file.h"
 #include "sframe_profile/perf_script.h"
 #include "sframe_profile/pprof_writer.h"
 #include "sframe_profile/profile.h"

@@ -12,7 +12,9 @@
 #include <sstream>
 
 #include "sframe_client/sframe_client.hpp"
-#include "sframe_gen/build_id.h"
+#include "sframe_object/maps.h"
+#include "sframe_object/object_file.h"
+#include "sframe_object/object_table.h"
 #include "sframe_profile/build_ids.h"
 #include "sframe_profile/flamegraph.h"
 #include "sframe_profile/profile.h"
@@ -600,6 +602,42 @@ TEST(MappedObjectIds, ReadsEachObjectOnce) {
   EXPECT_EQ(ids.reads(), 1u);
   EXPECT_EQ(ids.of_mapping(999999999, 1, 2, "/nonexistent"), "");
   EXPECT_EQ(ids.of_mapping(999999999, 1, 2, "/etc/hostname"), "");  // not ELF
+}
+
+// Given the recording's table, the build ids come from the objects it
+// holds (opened by coverage, say): nothing is opened again, by maps line,
+// by side-band record or by path.
+TEST(MappedObjectIds, TakesTheRecordingsObjects) {
+  sframe::ObjectTable objects;
+  const auto own = OwnMappings(getpid(), "");
+  const auto held = objects.open_path(own[0].path);
+  sframe::MappedObjectIds ids(&objects);
+  for (const sframe::MapsEntry& m : sframe::read_maps(0)) {
+    if (m.is_file() && m.executable() && m.path == own[0].path) {
+      EXPECT_EQ(ids.of_mapping(getpid(), m), held->build_id());
+    }
+  }
+  for (const auto& m : own) {
+    EXPECT_EQ(ids.of_mapping(getpid(), m.start, m.end, m.path), held->build_id());
+  }
+  EXPECT_EQ(ids.of_mapping(999999999, 1, 2, own[0].path), held->build_id());
+  EXPECT_EQ(ids.reads(), 0u);
+  EXPECT_EQ(objects.stats().opened, 1u);
+}
+
+// A report: the build id check and the symbols of a mapping come from one
+// object, the file opened once.
+TEST_F(FoldTest, TheBuildIdCheckAndTheSymbolsShareTheObject) {
+  const std::string self_id = sframe::read_build_id("/proc/self/exe");
+  sframe::ObjectTable objects;
+  sframe::Symbolizer sym(&objects);
+  sframe::StackFolder folder(&sym, nullptr);
+  folder.on_comm(kPid, "proftest");
+  for (const auto& m : OwnMappings(kPid, self_id)) folder.on_mapping(m);
+  EXPECT_EQ(folder.frames(MakeSample(kPid, {leaf_, ret_}, {})),
+            (std::vector<std::string>{"proftest", "profile_test_caller", "profile_test_leaf"}));
+  EXPECT_EQ(objects.stats().opened, 1u);
+  EXPECT_GE(objects.stats().reused, 1u);
 }
 
 TEST(Top, SelfAndTotalCounts) {

@@ -20,8 +20,8 @@
 #include "sframe_client/objects.h"
 #include "sframe_test/errno_of.h"
 #include "sframe_gen/eh_frame.h"
-#include "sframe_gen/object_file.h"
 #include "sframe_gen/supply.h"
+#include "sframe_object/object_file.h"
 
 namespace {
 

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -82,8 +83,13 @@ void StoppedCommand::start() {
   go_.reset();
 }
 
-CoverageKeeper::CoverageKeeper(pid_t pid, bool command, const std::string& tool, bool verbose)
-    : pid_(pid), command_(command), tool_(tool), verbose_(verbose), coverage_(dev_, pid, &cache_) {
+CoverageKeeper::CoverageKeeper(pid_t pid, bool command, const std::string& tool, bool verbose,
+                               RecordingObjects* recording)
+    : pid_(pid),
+      command_(command),
+      tool_(tool),
+      verbose_(verbose),
+      coverage_(dev_, pid, &recording->cache, &recording->objects) {
   struct stat self {};
   if (::stat("/proc/self/exe", &self) == 0) {
     self_dev_ = self.st_dev;
@@ -170,6 +176,15 @@ Sampling open_sampling(const sframe::PerfEventSpec& spec, bool follow, sframe::T
   return Sampling{std::move(event), std::move(session), std::move(tasks), std::move(ring)};
 }
 
+size_t objects_to_hold(size_t others) {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY) {
+    return sframe::ObjectTable::kDefaultMaxHeld;
+  }
+  const size_t left = lim.rlim_cur > others ? size_t(lim.rlim_cur - others) : 0;
+  return std::max<size_t>(1, std::min(left, sframe::ObjectTable::kDefaultMaxHeld));
+}
+
 void ensure_descriptors(size_t events, size_t spare, const std::string& what,
                         const std::string& tool, bool verbose) {
   const rlim_t need = static_cast<rlim_t>(events + spare);
@@ -202,8 +217,9 @@ void ensure_descriptors(size_t events, size_t spare, const std::string& what,
           "--no-inherit)");
 }
 
-DescendantCoverage::DescendantCoverage(const std::string& tool, bool verbose)
-    : tool_(tool), verbose_(verbose) {}
+DescendantCoverage::DescendantCoverage(const std::string& tool, bool verbose,
+                                       RecordingObjects* recording)
+    : tool_(tool), verbose_(verbose), recording_(recording) {}
 
 void DescendantCoverage::note(const sframe::TaskEvent& ev) {
   const pid_t pid = static_cast<pid_t>(ev.pid);
@@ -215,7 +231,10 @@ void DescendantCoverage::note(const sframe::TaskEvent& ev) {
   } else if (ev.kind == sframe::TaskEvent::Kind::kMmap && pid > 0) {
     Proc& p = procs_[pid];
     if (!p.seen_ns) p.seen_ns = now_ns();
-    if (!p.coverage) p.coverage = std::make_unique<sframe::ProcessCoverage>(dev_, pid, &cache_);
+    if (!p.coverage) {
+      p.coverage = std::make_unique<sframe::ProcessCoverage>(dev_, pid, &recording_->cache,
+                                                             &recording_->objects);
+    }
     p.next = 0;
     p.until = now_ms() + 200;
   }

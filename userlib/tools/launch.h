@@ -14,8 +14,27 @@
 #include "sframe_client/sframe_client.hpp"
 #include "sframe_gen/coverage.h"
 #include "sframe_gen/sframe_cache.h"
+#include "sframe_object/object_table.h"
 
 namespace tools {
+
+// What one recording's coverage shares: the objects, each file opened once
+// for every process, every consumer (coverage, the mapping records'
+// build ids, the symbolizer) and the whole recording; and the SFrame made
+// of each once, kept in memory and in the cache directory.
+struct RecordingObjects {
+  // max_held: the objects held open at most (ObjectTable).
+  explicit RecordingObjects(size_t max_held = sframe::ObjectTable::kDefaultMaxHeld)
+      : objects(max_held) {}
+  sframe::ObjectTable objects;
+  sframe::SframeCache cache;
+};
+
+// How many objects a recording may hold open when `others` descriptors are
+// needed for everything else: what RLIMIT_NOFILE leaves, at most
+// ObjectTable::kDefaultMaxHeld, at least 1 (then each object is opened
+// again whenever it is needed again, as before the table).
+size_t objects_to_hold(size_t others);
 
 // Milliseconds and nanoseconds of CLOCK_MONOTONIC.
 uint64_t now_ms();
@@ -110,8 +129,10 @@ class CoverageKeeper {
  public:
   // verbose: one stderr line per supply ("<tool>: supplied SFrame for N
   // objects (M made from .eh_frame), B bytes, at SEC.NSEC") and per object
-  // not covered.
-  CoverageKeeper(pid_t pid, bool command, const std::string& tool, bool verbose);
+  // not covered.  recording: what it shares with the rest of the recording
+  // (must outlive it).
+  CoverageKeeper(pid_t pid, bool command, const std::string& tool, bool verbose,
+                 RecordingObjects* recording);
   // Makes the SFrame of a program about to be started (and of its libraries).
   void prepare(const std::string& program) { coverage_.prepare(program); }
   void begin() { eager_until_ = now_ms() + 500; }
@@ -128,7 +149,6 @@ class CoverageKeeper {
   std::string tool_;
   bool verbose_;
   sframe::Device dev_;
-  sframe::SframeCache cache_;
   sframe::ProcessCoverage coverage_;
   uint64_t next_ = 0;
   uint64_t eager_until_ = 0;
@@ -146,8 +166,8 @@ class CoverageKeeper {
 class DescendantCoverage {
  public:
   // verbose: as CoverageKeeper, with the pid and how long after its exec
-  // the supply was done.
-  DescendantCoverage(const std::string& tool, bool verbose);
+  // the supply was done.  recording: as CoverageKeeper.
+  DescendantCoverage(const std::string& tool, bool verbose, RecordingObjects* recording);
   void note(const sframe::TaskEvent& ev);
   // Covers the processes that are due.  Never throws.
   void refresh();
@@ -164,7 +184,7 @@ class DescendantCoverage {
   std::string tool_;
   bool verbose_;
   sframe::Device dev_;
-  sframe::SframeCache cache_;
+  RecordingObjects* recording_;
   std::map<pid_t, Proc> procs_;
 };
 

@@ -4,16 +4,16 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdint>
-#include <iterator>
-#include <vector>
 #include <cinttypes>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
+#include <iterator>
+#include <vector>
 
 #include "launch.h"
-#include "sframe_gen/object_file.h"
+#include "sframe_object/maps.h"
+#include "sframe_object/object_file.h"
 
 namespace tools {
 namespace {
@@ -29,17 +29,21 @@ std::string reason_of(const std::string& object, const std::string& what) {
 
 // A kernel thread maps nothing: its maps are empty.
 bool is_kernel_thread(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/maps");
-  return in && in.peek() == std::ifstream::traits_type::eof();
+  try {
+    return sframe::read_maps(pid).empty();
+  } catch (const sframe::Error&) {
+    return false;  // gone, or not ours: its refresh says so
+  }
 }
 
 }  // namespace
 
 MachineCoverage::MachineCoverage(const std::string& tool, bool verbose,
-                                 MachineCoverageLimits limits)
+                                 sframe::ObjectTable* objects, MachineCoverageLimits limits)
     : tool_(tool),
       verbose_(verbose),
       limits_(limits),
+      objects_(objects),
       cache_(sframe::default_cache_dir(), limits.memory_bytes),
       tokens_(double(limits.generations_per_second)),
       self_(::getpid()) {
@@ -120,7 +124,9 @@ void MachineCoverage::note_sample(pid_t pid) {
 }
 
 void MachineCoverage::cover(pid_t pid, Proc* p) {
-  if (!p->coverage) p->coverage = std::make_unique<sframe::ProcessCoverage>(dev_, pid, &cache_);
+  if (!p->coverage) {
+    p->coverage = std::make_unique<sframe::ProcessCoverage>(dev_, pid, &cache_, objects_);
+  }
   const uint64_t t0 = now_ns();
   const sframe::CoverageUpdate u = p->coverage->refresh();
   stats_.supplies += u.covered.size();
@@ -213,25 +219,23 @@ void MachineCoverage::prepare(uint64_t budget_ms) {
   // they serve every process, the ones that start later too.
   struct Users {
     pid_t pid = 0;
-    uint64_t start = 0, end = 0;
+    sframe::MapsEntry first;  // pid's first executable mapping of it
     std::set<pid_t> pids;
   };
   std::map<std::pair<std::string, uint64_t>, Users> objects;  // (path, inode)
   for (const auto& kv : procs_) {
-    std::ifstream in("/proc/" + std::to_string(kv.first) + "/maps");
-    for (std::string line; std::getline(in, line);) {
-      uint64_t start = 0, end = 0, ino = 0;
-      char perms[8] = {};
-      int name_at = 0;
-      if (std::sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %7s %*s %*s %" SCNu64 " %n", &start,
-                      &end, perms, &ino, &name_at) < 4 ||
-          name_at == 0 || perms[2] != 'x' || line[name_at] != '/')
-        continue;
-      Users& u = objects[{line.substr(name_at), ino}];
+    std::vector<sframe::MapsEntry> maps;
+    try {
+      maps = sframe::read_maps(kv.first);
+    } catch (const sframe::Error&) {
+      continue;  // gone, or not ours: its refresh says so
+    }
+    for (const sframe::MapsEntry& m : maps) {
+      if (!m.executable() || !m.is_file()) continue;
+      Users& u = objects[{m.name(), m.inode}];
       if (u.pids.insert(kv.first).second && u.pid == 0) {
         u.pid = kv.first;
-        u.start = start;
-        u.end = end;
+        u.first = m;
       }
     }
   }
@@ -244,9 +248,10 @@ void MachineCoverage::prepare(uint64_t budget_ms) {
     if (now_ms() >= until_ms) break;
     const Users& u = objects[*key];
     try {
-      const sframe::ObjectFile object =
-          sframe::ObjectFile::open_mapped(u.pid, u.start, u.end, key->first, key->second);
-      if (!object.layout().has_sframe) cache_.get(object);
+      // Into the table, where each process's coverage finds it.
+      const std::shared_ptr<const sframe::ObjectFile> object =
+          objects_->open_mapped(u.pid, u.first);
+      if (!object->layout().has_sframe) cache_.get(*object);
     } catch (const sframe::Error&) {
       // Said by the process's refresh, if it matters.
     }

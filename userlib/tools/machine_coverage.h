@@ -6,10 +6,11 @@
 // /proc scan); a process started since is covered when a scan (every
 // 100 ms) or a sample first shows it, so only its samples taken before that
 // may stop early; a sampled process's maps are read again at
-// most every 250 ms (exec, dlopen), every 20 ms in its first 500 ms.  Each object is opened once through the
-// process (ObjectFile: map_files, or its root), and its section is made once
-// per file, whatever the number of processes that map it (SframeCache keeps
-// the sections in memory, bounded in bytes, and on disk by build id).
+// most every 250 ms (exec, dlopen), every 20 ms in its first 500 ms.  Each
+// object is opened once for the recording, through the first process seen
+// mapping it (ObjectTable: map_files, or its root), and its section is made
+// once per file, whatever the number of processes that map it (SframeCache
+// keeps the sections in memory, bounded in bytes, and on disk by build id).
 #ifndef SFRAME_TOOLS_MACHINE_COVERAGE_H
 #define SFRAME_TOOLS_MACHINE_COVERAGE_H
 
@@ -25,6 +26,7 @@
 #include "sframe_client/sframe_client.hpp"
 #include "sframe_gen/coverage.h"
 #include "sframe_gen/sframe_cache.h"
+#include "sframe_object/object_table.h"
 
 namespace tools {
 
@@ -55,7 +57,9 @@ struct MachineCoverageStats {
 
 class MachineCoverage {
  public:
-  MachineCoverage(const std::string& tool, bool verbose, MachineCoverageLimits limits = {});
+  // objects: the recording's table (must outlive this).
+  MachineCoverage(const std::string& tool, bool verbose, sframe::ObjectTable* objects,
+                  MachineCoverageLimits limits = {});
   // The processes running now (from /proc): the new ones are due for
   // coverage, the ones gone are forgotten.  Also every limits.scan_ms by
   // refresh(): a process started since is covered within that time even
@@ -96,6 +100,7 @@ class MachineCoverage {
   bool verbose_;
   MachineCoverageLimits limits_;
   sframe::Device dev_;
+  sframe::ObjectTable* objects_;
   sframe::SframeCache cache_;
   std::map<pid_t, Proc> procs_;
   std::set<pid_t> refused_;  // over max_processes, or not coverable (kernel threads)

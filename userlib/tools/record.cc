@@ -51,6 +51,10 @@ int record_usage() {
 }
 
 struct Printer {
+  // objects: the recording's, so the files coverage opened are not opened
+  // again for their symbols.
+  explicit Printer(sframe::ObjectTable* objects) : sym(objects) {}
+
   sframe::Symbolizer sym;
   std::unique_ptr<sframe::KernelSymbolizer> ksym;
   bool quiet = false;
@@ -127,7 +131,10 @@ int cmd_record(int argc, char** argv) {
   sframe::PerfEvent& ev = sampling.event;
   sframe::Session& session = sampling.session;
 
-  Printer printer;
+  // Every object the recording reads (coverage, symbols), each file opened
+  // once.
+  tools::RecordingObjects recording;
+  Printer printer(&recording.objects);
   printer.quiet = quiet;
   if (session.kernel_visible()) {
     auto k = std::make_unique<sframe::KernelSymbolizer>();
@@ -144,7 +151,8 @@ int cmd_record(int argc, char** argv) {
   // SFrame for what the target maps without .sframe.
   std::unique_ptr<tools::CoverageKeeper> coverage;
   if (eh_frame && !all) {
-    coverage = std::make_unique<tools::CoverageKeeper>(pid, command, "sframe-client record", true);
+    coverage = std::make_unique<tools::CoverageKeeper>(pid, command, "sframe-client record", true,
+                                                       &recording);
   }
   auto cover = [&] {
     if (coverage && coverage->refresh()) printer.sym.forget_process(pid);

@@ -43,6 +43,8 @@
 #include "sframe_gen/eh_frame.h"
 #include "sframe_gen/sframe_cache.h"
 #include "sframe_gen/supply.h"
+#include "sframe_object/maps.h"
+#include "sframe_object/object_file.h"
 #include "sframe_profile/flamegraph.h"
 #include "sframe_profile/symbolizer.h"
 
@@ -119,17 +121,15 @@ bool parse_pid(const char* arg, pid_t* pid) {
   return true;
 }
 
-// The file mapped at addr in process pid, from its maps ("" if none).
+// What is mapped at addr in process pid, as its maps name it ("" if
+// nothing, or the maps cannot be read).
 std::string mapped_file(pid_t pid, uint64_t addr) {
-  std::ifstream in("/proc/" + (pid ? std::to_string(pid) : std::string("self")) + "/maps");
-  std::string line;
-  while (std::getline(in, line)) {
-    uint64_t start = 0, end = 0;
-    int name_at = 0;
-    if (std::sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %*s %*s %*s %*s %n", &start, &end,
-                    &name_at) < 2)
-      continue;
-    if (addr >= start && addr < end) return name_at ? line.substr(name_at) : std::string();
+  try {
+    for (const sframe::MapsEntry& m : sframe::read_maps(pid)) {
+      if (addr >= m.start && addr < m.end) return m.name();
+    }
+  } catch (const sframe::Error&) {
+    // Gone, or not ours.
   }
   return {};
 }
@@ -195,9 +195,11 @@ int cmd_gen(int argc, char** argv) {
   }
   if (!in || !out) return usage(stderr);
   const uint64_t t0 = now_ns();
-  sframe::GeneratedSframe g = sframe::generate_sframe(in, opts);
+  // Opened once: the section and the identity it is stored with.
+  const sframe::ObjectFile object = sframe::ObjectFile::read(sframe::open_object_file(in), in);
+  sframe::GeneratedSframe g = sframe::generate_sframe(object, opts);
   const uint64_t t1 = now_ns();
-  sframe::write_sframe_file(out, g, sframe::identify_file(in));
+  sframe::write_sframe_file(out, g, object.identity());
   const sframe::GenerateStats& st = g.stats;
   std::printf("%s: SFrame version %u, %zu bytes (.eh_frame %" PRIu64 " bytes), %" PRIu64
               " FDEs, %" PRIu64 " FREs, made in %.1f ms\n",

@@ -37,6 +37,8 @@
 #include "machine_coverage.h"
 #include "prof_options.h"
 #include "sframe_client/sframe_client.hpp"
+#include "sframe_object/maps.h"
+#include "sframe_object/object_table.h"
 #include "sframe_profile/build_ids.h"
 #include "sframe_profile/flamegraph.h"
 #include "sframe_profile/perf_script.h"
@@ -128,10 +130,12 @@ std::string advice(const sframe::Error& e, const std::string& device) {
 // outside them (at most every 200 ms per process), and periodically for the
 // target.  Only what changed is written; a mapping replaces the ones it
 // overlaps (see the format).  Each mapping record carries the object's
-// build id, read once per object (MappedObjectIds).
+// build id, read once per object (MappedObjectIds) from the recording's
+// objects (the coverage's too).
 class MappingTracker {
  public:
-  explicit MappingTracker(sframe::ProfileWriter* w) : w_(w) {}
+  MappingTracker(sframe::ProfileWriter* w, sframe::ObjectTable* objects)
+      : w_(w), ids_(objects) {}
 
   // Before a sample of s.pid is written.
   void before_sample(const sframe::Sample& s) {
@@ -207,17 +211,24 @@ class MappingTracker {
       w_->comm(pid, comm);
       p.comm = comm;
     }
-    std::vector<sframe::FileMapping> maps;
-    if (pid == 0 || !sframe::read_file_mappings(pid, &maps)) return;
-    for (const sframe::FileMapping& m : maps) {
-      if (m.executable) add(pid, &p, m.start, m.end, m.offset, m.path);
+    if (pid == 0) return;
+    std::vector<sframe::MapsEntry> maps;
+    try {
+      maps = sframe::read_maps(pid);
+    } catch (const sframe::Error&) {
+      return;  // gone, or not ours
+    }
+    for (const sframe::MapsEntry& m : maps) {
+      if (m.is_file() && m.executable()) add(pid, &p, m.start, m.end, m.offset, m.name(), &m);
     }
   }
 
  private:
   struct Proc;
+  // entry: the mapping's maps line, when it comes from one (else a
+  // side-band record's).
   void add(pid_t pid, Proc* p, uint64_t start, uint64_t end, uint64_t offset,
-           const std::string& path) {
+           const std::string& path, const sframe::MapsEntry* entry = nullptr) {
     const auto key = std::make_tuple(start, end, offset, path);
     if (p->maps.count(key) || end <= start || path.empty()) return;
     // Drop what it replaces.
@@ -230,7 +241,8 @@ class MappingTracker {
     }
     // A side-band record may come after the mapping is gone: then the
     // build id is read by path.
-    const std::string build_id = ids_.of_mapping(pid, start, end, path);
+    const std::string build_id =
+        entry ? ids_.of_mapping(pid, *entry) : ids_.of_mapping(pid, start, end, path);
     p->maps.emplace(key, build_id);
     w_->mapping({pid, start, end, offset, path, build_id});
   }
@@ -471,9 +483,12 @@ int record(prof::RecordOptions& o) {
   const bool follow = plan.follow;
   const size_t events = sframe::PerfEvent::count(plan.spec) +
                         (follow ? sframe::PerfEvent::count(tools::task_events_spec(plan.spec)) : 0);
-  // The rest: stdio, the device and session, the data file, the ELF files
-  // coverage reads one at a time, perf_event_paranoid and /proc reads.
+  // The rest: stdio, the device and session, the data file, the objects the
+  // recording holds open, perf_event_paranoid and /proc reads.  Of these,
+  // the objects get what the others (kOtherDescriptors) leave, more where
+  // RLIMIT_NOFILE has room (tools::objects_to_hold()).
   constexpr size_t kSpareDescriptors = 64;
+  constexpr size_t kOtherDescriptors = 32;
   tools::ensure_descriptors(events, kSpareDescriptors, plan.what, kTool, o.verbose);
 
   sframe::ProfileWriter out(o.output);
@@ -514,27 +529,32 @@ int record(prof::RecordOptions& o) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 
+  // Every object the recording reads (coverage, the mapping records' build
+  // ids), each file opened once, and the SFrame made of each once.
+  tools::RecordingObjects recording(tools::objects_to_hold(events + kOtherDescriptors));
   // SFrame from .eh_frame for the targets' objects (none needed with
   // --call-graph fp).
   std::vector<std::unique_ptr<tools::CoverageKeeper>> coverage;
   if (!fp_only) {
     for (pid_t pid : plan.processes) {
       coverage.push_back(std::make_unique<tools::CoverageKeeper>(
-          pid, o.command_is_target(), kTool, o.verbose));
+          pid, o.command_is_target(), kTool, o.verbose, &recording));
     }
   }
   std::unique_ptr<tools::DescendantCoverage> descendants;
-  if (follow && !fp_only) descendants = std::make_unique<tools::DescendantCoverage>(kTool, o.verbose);
+  if (follow && !fp_only) {
+    descendants = std::make_unique<tools::DescendantCoverage>(kTool, o.verbose, &recording);
+  }
   // CPU-wide: every process sampled (machine_coverage.h), the objects most
   // of them map made before the recording starts (2 s at most).
   std::unique_ptr<tools::MachineCoverage> machine;
   if (o.cpu_wide() && !fp_only) {
-    machine = std::make_unique<tools::MachineCoverage>(kTool, o.verbose);
+    machine = std::make_unique<tools::MachineCoverage>(kTool, o.verbose, &recording.objects);
     machine->prepare(2000);
   }
   if (o.command_is_target() && !coverage.empty()) coverage[0]->prepare(child->program());
   for (auto& c : coverage) c->begin();
-  MappingTracker tracker(&out);
+  MappingTracker tracker(&out, &recording.objects);
   if (!o.command_is_target()) {
     for (pid_t pid : plan.processes) tracker.snapshot(pid);
   }

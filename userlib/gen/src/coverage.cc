@@ -4,15 +4,14 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cinttypes>
-#include <cstdio>
 #include <fstream>
 #include <map>
+#include <memory>
 
-#include "elf_file.h"
 #include "sframe_client/error.h"
 #include "sframe_client/sframe_format.h"
 #include "sframe_gen/supply.h"
+#include "sframe_object/elf_file.h"
 
 namespace sframe {
 
@@ -23,8 +22,14 @@ bool module_discovery_enabled() {
   return c != 'N';
 }
 
-ProcessCoverage::ProcessCoverage(const Device& dev, pid_t pid, SframeCache* cache)
-    : dev_(dev), pid_(pid), cache_(cache), discovery_(module_discovery_enabled()) {}
+ProcessCoverage::ProcessCoverage(const Device& dev, pid_t pid, SframeCache* cache,
+                                 ObjectTable* objects)
+    : dev_(dev),
+      pid_(pid),
+      cache_(cache),
+      own_objects_(objects ? nullptr : std::make_unique<ObjectTable>()),
+      objects_(objects ? objects : own_objects_.get()),
+      discovery_(module_discovery_enabled()) {}
 
 CoverageUpdate ProcessCoverage::refresh() {
   const std::string proc = "/proc/" + (pid_ ? std::to_string(pid_) : std::string("self"));
@@ -35,49 +40,44 @@ CoverageUpdate ProcessCoverage::refresh() {
     if (now != exe_) seen_.clear();
     exe_ = now;
   }
-  const std::string maps = proc + "/maps";
-  errno = 0;
-  std::ifstream in(maps);
-  if (!in) throw Error(errno ? errno : ESRCH, op::kFindObject, maps);
-  // Per file: the mapping of its offset 0 (the load address), and whether
-  // any of its mappings is executable.
+  // Throws op::kFindObject with the errno (ESRCH, ENOENT: gone; EACCES).
+  const std::vector<MapsEntry> maps = read_maps(pid_);
+  // Per file (by the name the process has for it): the mapping of offset 0
+  // that its first executable mapping belongs to (the load address), and
+  // whether it has an executable mapping.  The image of an executable
+  // mapping starts at the nearest offset-0 mapping of the same file below
+  // it (the loader maps an image in one reserved range): another mapping
+  // of the file at offset 0, lower down, is another mapping of it, such as
+  // a reader's mmap() of the whole file; when this process covers itself,
+  // its own ObjectTable holds such mappings of every object it read.
   struct Mapped {
-    uint64_t start = 0, end = 0, offset = UINT64_MAX, ino = 0;
+    const MapsEntry* base = nullptr;       // offset 0, below the executable one
+    const MapsEntry* last_zero = nullptr;  // the latest offset-0 mapping seen
     bool exec = false;
   };
   std::map<std::string, Mapped> files;
-  std::string line;
-  while (std::getline(in, line)) {
-    uint64_t start = 0, end = 0, offset = 0, ino = 0;
-    char perms[8] = {};
-    int name_at = 0;
-    if (std::sscanf(line.c_str(),
-                    "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %" SCNu64 " %n", &start, &end,
-                    perms, &offset, &ino, &name_at) < 5 ||
-        name_at == 0 || line[name_at] != '/')
-      continue;
-    Mapped& m = files[line.substr(name_at)];
-    if (offset < m.offset) {
-      m.offset = offset;
-      m.start = start;
-      m.end = end;
-      m.ino = ino;
+  for (const MapsEntry& e : maps) {  // in address order
+    if (!e.is_file()) continue;
+    Mapped& f = files[e.name()];
+    if (e.offset == 0) f.last_zero = &e;
+    if (e.executable() && !f.exec) {
+      f.exec = true;
+      f.base = f.last_zero;
     }
-    if (perms[2] == 'x') m.exec = true;
   }
   CoverageUpdate u;
-  for (const auto& [path, m] : files) {
+  for (const auto& [path, f] : files) {
     // Files mapped from their middle only have no known load address.  A
     // " (deleted)" file is read through map_files where that is allowed.
-    if (!m.exec || m.offset != 0) continue;
-    if (!seen_.insert({path, m.start}).second) continue;
+    if (!f.exec || !f.base) continue;
+    if (!seen_.insert({path, f.base->start}).second) continue;
     try {
-      cover(path, m.start, m.end, m.ino, &u);
+      cover(*f.base, &u);
     } catch (const Error& e) {
       // EFAULT: the loader is still mapping it; EAGAIN: the cache's gate
       // refused a generation for now.  Again next time.
       if (e.err() == EFAULT || e.err() == EAGAIN) {
-        seen_.erase({path, m.start});
+        seen_.erase({path, f.base->start});
         if (e.err() == EAGAIN) u.deferred++;
       } else {
         u.failed.emplace_back(path, e.what());
@@ -92,9 +92,11 @@ void ProcessCoverage::prepare(const std::string& program) {
   // Where Debian's loader finds the libraries of a program (ld.so.conf).
   static const char* const kDirs[] = {"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
                                       "/lib64", "/usr/lib", "/lib"};
-  std::vector<std::string> files = {program};
+  std::shared_ptr<const ObjectFile> main;
+  std::vector<std::string> files;
   try {
-    const internal::ElfDependencies deps = internal::elf_dependencies(internal::ElfFile(program));
+    main = objects_->open_path(program);
+    const internal::ElfDependencies deps = internal::elf_dependencies(main->elf());
     if (!deps.interpreter.empty()) files.push_back(deps.interpreter);
     for (const std::string& name : deps.needed) {
       for (const char* dir : kDirs) {
@@ -108,23 +110,31 @@ void ProcessCoverage::prepare(const std::string& program) {
   } catch (const Error&) {
     return;
   }
+  auto make = [this](const ObjectFile& object) {
+    if (!object.layout().has_sframe) cache_->get(object);
+  };
+  try {
+    make(*main);
+  } catch (const Error&) {
+    // refresh() says what failed, if the process maps it.
+  }
   for (const std::string& f : files) {
     try {
-      const ObjectFile object = ObjectFile::open(f);
-      if (!object.layout().has_sframe) cache_->get(object);
+      make(*objects_->open_path(f));
     } catch (const Error&) {
-      // refresh() says what failed, if the process maps it.
+      // As above.
     }
   }
 }
 
-void ProcessCoverage::cover(const std::string& path, uint64_t start, uint64_t end, uint64_t ino,
-                            CoverageUpdate* u) {
-  // Opened once: its layout, build id, identity and section all come from
-  // this one open file.
-  const ObjectFile object = ObjectFile::open_mapped(pid_, start, end, path, ino);
-  const ObjectLayout& layout = object.layout();
-  const uint64_t bias = start - layout.image_vaddr;
+void ProcessCoverage::cover(const MapsEntry& m, CoverageUpdate* u) {
+  const std::string path = m.name();
+  // Opened once for the recording: its layout, build id, identity and
+  // section all come from this one open file.
+  const std::shared_ptr<const ObjectFile> opened = objects_->open_mapped(pid_, m);
+  const ObjectFile& object = *opened;
+  const ObjectLayout& layout = object.layout();  // ENOEXEC without executable code
+  const uint64_t bias = m.start - layout.image_vaddr;
   CoveredObject c;
   c.path = path;
   c.build_id = object.build_id();

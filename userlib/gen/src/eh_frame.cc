@@ -10,12 +10,12 @@
 #include <optional>
 
 #include "cfi.h"
-#include "elf_file.h"
-#include "sframe_gen/object_file.h"
 #include "sframe_unwind.h"
 #include "sframe_client/error.h"
 #include "sframe_client/sframe_format.h"
 #include "sframe_gen/section_builder.h"
+#include "sframe_object/elf_file.h"
+#include "sframe_object/object_file.h"
 
 namespace sframe {
 namespace {
@@ -797,11 +797,8 @@ GeneratedSframe generate_from(const internal::ElfFile& file, const std::string& 
 }  // namespace
 
 GeneratedSframe generate_sframe(const std::string& elf_path, const GenerateOptions& opts) {
-  check_options(opts, elf_path);
-  internal::ElfFile file(elf_path);
-  GeneratedSframe out = generate_from(file, elf_path, opts);
-  out.build_id = internal::elf_build_id(file);
-  return out;
+  check_options(opts, elf_path);  // before the file is opened, as always
+  return generate_sframe(ObjectFile::read(open_object_file(elf_path), elf_path), opts);
 }
 
 GeneratedSframe generate_sframe(const ObjectFile& object, const GenerateOptions& opts) {

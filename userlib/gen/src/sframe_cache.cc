@@ -13,9 +13,9 @@
 #include <functional>
 #include <vector>
 
-#include "elf_file.h"
 #include "sframe_client/error.h"
 #include "sframe_client/fd.h"
+#include "sframe_object/elf_file.h"
 
 namespace sframe {
 namespace {

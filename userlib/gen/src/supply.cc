@@ -7,19 +7,16 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cinttypes>
 #include <climits>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <memory>
-#include <sstream>
 
-#include "elf_file.h"
-#include "sframe_gen/object_file.h"
 #include "sframe_client/error.h"
 #include "sframe_client/objects.h"
+#include "sframe_object/elf_file.h"
+#include "sframe_object/maps.h"
+#include "sframe_object/object_file.h"
 
 namespace sframe {
 namespace {
@@ -34,30 +31,19 @@ std::string canonical(const std::string& path) {
 }  // namespace
 
 uint64_t load_bias_in_process(pid_t pid, const std::string& path, uint64_t image_vaddr) {
-  const std::string maps = "/proc/" + (pid ? std::to_string(pid) : std::string("self")) + "/maps";
-  errno = 0;
-  std::ifstream in(maps);
-  if (!in) {
-    const int err = errno ? errno : ENOENT;
-    throw Error(err, op::kFindObject, maps,
-                err == EACCES ? "not allowed to read the process's maps (ptrace-read rule)"
-                              : std::string());
-  }
+  // op::kFindObject, with the ptrace-read rule named for EACCES.
+  const std::vector<MapsEntry> maps = read_maps(pid);
   const std::string want = canonical(path);
-  std::string line;
-  while (std::getline(in, line)) {
-    // start-end perms offset dev inode path
-    uint64_t start = 0, end = 0, offset = 0;
-    int name_at = 0;
-    if (std::sscanf(line.c_str(), "%" SCNx64 "-%" SCNx64 " %*s %" SCNx64 " %*s %*s %n", &start,
-                    &end, &offset, &name_at) < 3 ||
-        name_at == 0)
-      continue;
-    if (offset == 0 && line.compare(name_at, std::string::npos, want) == 0) {
-      return start - image_vaddr;
-    }
+  // The offset-0 mapping nearest below the file's first executable one:
+  // a lower one is another mapping of the file (a reader's mmap(), this
+  // process's own when pid is this process), as in ProcessCoverage.
+  const MapsEntry* base = nullptr;
+  for (const MapsEntry& m : maps) {
+    if (m.name() != want) continue;
+    if (m.offset == 0) base = &m;
+    if (m.executable() && base) return base->start - image_vaddr;
   }
-  throw Error(ENOENT, op::kFindObject, want, "not mapped in " + maps);
+  throw Error(ENOENT, op::kFindObject, want, "not mapped in " + maps_path(pid));
 }
 
 SuppliedSection supply_file_sframe(const Device& dev, pid_t pid, const std::string& path) {
@@ -78,7 +64,7 @@ SuppliedSection supply_file_sframe(const Device& dev, pid_t pid, const std::stri
 }
 
 FileSframe read_sframe_from_file(const std::string& path) {
-  return read_sframe_from_elf(internal::ElfFile(path), path);
+  return read_sframe_from_file(ObjectFile::read(open_object_file(path), path));
 }
 
 FileSframe read_sframe_from_file(const ObjectFile& object) {

@@ -15,7 +15,6 @@
 
 #include "profile_v1.h"
 #include "sframe_client/error.h"
-#include "sframe_gen/build_id.h"
 
 namespace sframe {
 namespace {
@@ -553,19 +552,17 @@ BuildIdCheck::BuildIdCheck(std::function<void(const std::string&)> warn)
     : warn_(std::move(warn)) {}
 
 void BuildIdCheck::add_mapping(Symbolizer* sym, const ProfileMapping& m) {
-  sym->add_mapping(m.pid, m.start, m.end, m.offset, m.path, matches(m));
+  sym->add_mapping(m.pid, m.start, m.end, m.offset, m.path, matches(sym, m));
 }
 
-bool BuildIdCheck::matches(const ProfileMapping& m) {
+bool BuildIdCheck::matches(Symbolizer* sym, const ProfileMapping& m) {
   if (m.build_id.empty()) return true;
   auto it = files_.find(m.path);
   if (it == files_.end()) {
+    // Missing or not ELF: not readable, and the symbolizer cannot use it
+    // either.  Read from the object the symbols then come from.
     std::pair<bool, std::string> found{false, std::string()};
-    try {
-      found = {true, read_build_id(m.path)};
-    } catch (const Error&) {
-      // Missing or not ELF: the symbolizer cannot use it either.
-    }
+    found.first = sym->file_build_id(m.path, &found.second);
     it = files_.emplace(m.path, found).first;
   }
   if (!it->second.first || it->second.second == m.build_id) return true;

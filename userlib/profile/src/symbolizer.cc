@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -15,8 +14,13 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "sframe_client/error.h"
 #include "sframe_client/fd.h"
 #include "sframe_client/objects.h"
+#include "sframe_object/elf_file.h"
+#include "sframe_object/maps.h"
+#include "sframe_object/object_file.h"
+#include "sframe_object/object_table.h"
 
 namespace sframe {
 
@@ -58,20 +62,14 @@ struct Symbolizer::Table {
 
 namespace {
 
-using ElfPtr = std::unique_ptr<Elf, decltype(&elf_end)>;
-
-struct OpenElf {
-  UniqueFd fd;
-  ElfPtr elf{nullptr, &elf_end};
-};
-
-bool open_elf(const std::string& path, OpenElf* out) {
-  if (elf_version(EV_CURRENT) == EV_NONE) return false;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  out->fd.reset(fd);
-  out->elf.reset(elf_begin(fd, ELF_C_READ_MMAP, nullptr));
-  return out->elf && elf_kind(out->elf.get()) == ELF_K_ELF;
+// The object at path from the table, or null when it cannot be read as
+// one (missing, not ELF): a file without symbols.
+std::shared_ptr<const ObjectFile> open_object(ObjectTable* objects, const std::string& path) {
+  try {
+    return objects->open_path(path);
+  } catch (const Error&) {
+    return nullptr;
+  }
 }
 
 Elf_Scn* find_section(Elf* elf, uint32_t type) {
@@ -80,33 +78,6 @@ Elf_Scn* find_section(Elf* elf, uint32_t type) {
     if (gelf_getshdr(scn, &shdr) && shdr.sh_type == type) return scn;
   }
   return nullptr;
-}
-
-// The GNU build ID of elf as lowercase hex, or "".
-std::string build_id(Elf* elf) {
-  for (Elf_Scn* scn = elf_nextscn(elf, nullptr); scn; scn = elf_nextscn(elf, scn)) {
-    GElf_Shdr shdr;
-    if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != SHT_NOTE) continue;
-    Elf_Data* data = elf_getdata(scn, nullptr);
-    if (!data) continue;
-    size_t off = 0, name_off, desc_off;
-    GElf_Nhdr nhdr;
-    while ((off = gelf_getnote(data, off, &nhdr, &name_off, &desc_off)) > 0) {
-      const char* name = static_cast<const char*>(data->d_buf) + name_off;
-      if (nhdr.n_type == NT_GNU_BUILD_ID && nhdr.n_namesz == 4 &&
-          std::memcmp(name, "GNU", 4) == 0) {
-        const auto* d = static_cast<const uint8_t*>(data->d_buf) + desc_off;
-        std::string hex;
-        char b[3];
-        for (size_t i = 0; i < nhdr.n_descsz; i++) {
-          std::snprintf(b, sizeof(b), "%02x", d[i]);
-          hex += b;
-        }
-        return hex;
-      }
-    }
-  }
-  return "";
 }
 
 void read_symbols(Elf* elf, Elf_Scn* scn, std::vector<SymbolEntry>* out) {
@@ -172,22 +143,18 @@ bool debuglink(Elf* elf, std::string* name, uint32_t* crc) {
   return false;
 }
 
-// The CRC32 of the whole file (zlib's, as .gnu_debuglink's); false if it
-// cannot be read.
-bool file_crc32(int fd, uint32_t* out) {
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return false;
+// The CRC32 of the whole file (zlib's, as .gnu_debuglink's), over its ELF
+// view's image of the file; false if that cannot be had.
+bool file_crc32(const ObjectFile& object, uint32_t* out) {
+  size_t size = 0;
+  const char* image = elf_rawfile(object.elf().get(), &size);
+  if (image == nullptr) return false;
   uLong crc = crc32(0L, Z_NULL, 0);
-  if (st.st_size > 0) {
-    void* p = mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) return false;
-    const auto* b = static_cast<const Bytef*>(p);
-    for (off_t at = 0; at < st.st_size;) {
-      const uInt n = static_cast<uInt>(std::min<off_t>(st.st_size - at, 1 << 30));
-      crc = crc32(crc, b + at, n);
-      at += n;
-    }
-    munmap(p, static_cast<size_t>(st.st_size));
+  const auto* b = reinterpret_cast<const Bytef*>(image);
+  for (size_t at = 0; at < size;) {
+    const uInt n = static_cast<uInt>(std::min<size_t>(size - at, size_t{1} << 30));
+    crc = crc32(crc, b + at, n);
+    at += n;
   }
   *out = static_cast<uint32_t>(crc);
   return true;
@@ -195,24 +162,23 @@ bool file_crc32(int fd, uint32_t* out) {
 
 // The separate debug file that elf (at path) names in .gnu_debuglink, in
 // the places gdb looks: DIR/NAME, DIR/.debug/NAME, /usr/lib/debug/DIR/NAME;
-// the first whose CRC matches.  Not path itself.
-bool open_debuglink(Elf* elf, const std::string& path, OpenElf* out) {
+// the first whose CRC matches, or null.  Not path itself.
+std::shared_ptr<const ObjectFile> open_debuglink(ObjectTable* objects, Elf* elf,
+                                                 const std::string& path) {
   std::string name;
   uint32_t crc = 0;
-  if (!debuglink(elf, &name, &crc)) return false;
+  if (!debuglink(elf, &name, &crc)) return nullptr;
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
   for (const std::string& candidate :
        {dir + "/" + name, dir + "/.debug/" + name, "/usr/lib/debug" + dir + "/" + name}) {
     if (candidate == path) continue;
-    OpenElf debug;
+    std::shared_ptr<const ObjectFile> debug = open_object(objects, candidate);
     uint32_t have = 0;
-    if (!open_elf(candidate, &debug)) continue;
-    if (!file_crc32(debug.fd.get(), &have) || have != crc) continue;
-    *out = std::move(debug);
-    return true;
+    if (!debug || !file_crc32(*debug, &have) || have != crc) continue;
+    return debug;
   }
-  return false;
+  return nullptr;
 }
 
 }  // namespace
@@ -264,7 +230,10 @@ std::string Symbol::to_string() const {
   return buf;
 }
 
-Symbolizer::Symbolizer() = default;
+Symbolizer::Symbolizer(ObjectTable* objects)
+    : own_objects_(objects ? nullptr : std::make_unique<ObjectTable>()),
+      objects_(objects ? objects : own_objects_.get()) {}
+
 Symbolizer::~Symbolizer() = default;
 
 void Symbolizer::Table::index() {
@@ -321,9 +290,8 @@ Symbolizer::Table& Symbolizer::table_for(const std::string& path) {
   auto it = tables_.find(path);
   if (it != tables_.end()) return *it->second;
   auto table = std::make_unique<Table>();
-  OpenElf file;
-  if (open_elf(path, &file)) {
-    Elf* elf = file.elf.get();
+  if (const std::shared_ptr<const ObjectFile> object = open_object(objects_, path)) {
+    Elf* elf = object->elf().get();
     size_t nphdr = 0;
     if (elf_getphdrnum(elf, &nphdr) == 0) {
       for (size_t i = 0; i < nphdr; i++) {
@@ -337,15 +305,18 @@ Symbolizer::Table& Symbolizer::table_for(const std::string& path) {
       read_symbols(elf, symtab, &table->entries);
       table->full = true;
     } else {
-      std::string id = build_id(elf);
-      OpenElf debug;
-      if ((id.size() > 2 && open_elf("/usr/lib/debug/.build-id/" + id.substr(0, 2) + "/" +
-                                         id.substr(2) + ".debug",
-                                     &debug) &&
-           find_section(debug.elf.get(), SHT_SYMTAB)) ||
-          open_debuglink(elf, path, &debug)) {
-        if (Elf_Scn* dsym = find_section(debug.elf.get(), SHT_SYMTAB)) {
-          read_symbols(debug.elf.get(), dsym, &table->entries);
+      const std::string& id = object->build_id();
+      std::shared_ptr<const ObjectFile> debug;
+      if (id.size() > 2) {
+        debug = open_object(objects_, "/usr/lib/debug/.build-id/" + id.substr(0, 2) + "/" +
+                                          id.substr(2) + ".debug");
+        if (debug && !find_section(debug->elf().get(), SHT_SYMTAB)) debug = nullptr;
+      }
+      if (!debug) debug = open_debuglink(objects_, elf, path);
+      if (debug) {
+        Elf* delf = debug->elf().get();
+        if (Elf_Scn* dsym = find_section(delf, SHT_SYMTAB)) {
+          read_symbols(delf, dsym, &table->entries);
           table->full = !table->entries.empty();
         }
       }
@@ -528,25 +499,16 @@ void Symbolizer::set_jit_map_dir(const std::string& dir) {
 
 bool read_file_mappings(pid_t pid, std::vector<FileMapping>* out) {
   out->clear();
-  FILE* f = std::fopen(
-      ("/proc/" + (pid ? std::to_string(pid) : std::string("self")) + "/maps").c_str(), "re");
-  if (!f) return false;
-  char line[4096 + 128];
-  while (std::fgets(line, sizeof(line), f)) {
-    unsigned long long start, end, offset;
-    char perms[8];
-    int path_at = 0;
-    if (std::sscanf(line, "%llx-%llx %7s %llx %*s %*s %n", &start, &end, perms, &offset, &path_at) <
-            4 ||
-        path_at == 0) {
-      continue;
-    }
-    std::string path = line + path_at;
-    while (!path.empty() && (path.back() == '\n' || path.back() == ' ')) path.pop_back();
-    if (path.empty() || path[0] != '/') continue;  // anonymous, [vdso], [stack]
-    out->push_back({start, end, offset, std::strchr(perms, 'x') != nullptr, path});
+  std::vector<MapsEntry> maps;
+  try {
+    maps = read_maps(pid);
+  } catch (const Error&) {
+    return false;
   }
-  std::fclose(f);
+  for (const MapsEntry& m : maps) {
+    if (!m.is_file()) continue;  // anonymous, [vdso], [stack]
+    out->push_back({m.start, m.end, m.offset, m.executable(), m.name()});
+  }
   return true;
 }
 
@@ -677,6 +639,14 @@ std::vector<Symbol> Symbolizer::symbolize_frames(const std::vector<uint64_t>& fr
 bool Symbolizer::has_full_symbols(const std::string& object) {
   std::lock_guard<std::mutex> lock(mu_);
   return table_for(object).full;
+}
+
+bool Symbolizer::file_build_id(const std::string& path, std::string* id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::shared_ptr<const ObjectFile> object = open_object(objects_, path);
+  if (!object) return false;
+  *id = object->build_id();
+  return true;
 }
 
 }  // namespace sframe

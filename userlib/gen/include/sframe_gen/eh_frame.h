@@ -110,13 +110,17 @@ struct GeneratedSframe {
 // are uncovered with that reason (GenerateStats::uncovered_reasons).
 // The .eh_frame is found by its section header, or without section headers
 // through PT_GNU_EH_FRAME (.eh_frame_hdr's eh_frame_ptr).
-GeneratedSframe generate_sframe(const std::string& elf_path, const GenerateOptions& opts = {});
-
-// The same from a file already open (object.name() in errors): what a
-// profiler covering a process uses, so that the section is made from the
-// very file whose layout and build id it read.
+//
+// Made from an object already open (object.name() in errors, op::kReadElf
+// when its ELF view cannot be read): what a profiler covering a process
+// uses, its objects taken from an ObjectTable, so that the section is made
+// from the very file whose layout and build id it read.
 class ObjectFile;
 GeneratedSframe generate_sframe(const ObjectFile& object, const GenerateOptions& opts = {});
+
+// The same for the file at elf_path (opened here, once: ObjectFile::read()
+// of open_object_file()), for a command line's file and for tests.
+GeneratedSframe generate_sframe(const std::string& elf_path, const GenerateOptions& opts = {});
 
 // The same from .eh_frame bytes already in memory: data[0, size) as the
 // program sees them at eh_frame_vaddr, for the executable text [text_vaddr,

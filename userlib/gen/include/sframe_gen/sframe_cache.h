@@ -21,7 +21,7 @@
 #include <string>
 
 #include "sframe_gen/eh_frame.h"
-#include "sframe_gen/object_file.h"
+#include "sframe_object/object_file.h"
 
 namespace sframe {
 
@@ -72,24 +72,25 @@ class SframeCache {
   explicit SframeCache(std::string dir = default_cache_dir(),
                        uint64_t memory_limit = kDefaultMemoryLimit);
 
-  // The SFrame of the ELF file path, from the cache when its entry was made
-  // from the file as it is now, else generated (and stored, if the cache
-  // directory can be written).  Throws what generate_sframe() throws.
-  GeneratedSframe get(const std::string& path, CacheResult* result = nullptr);
-
-  // The same for a file already open: the section is read from memory or
-  // the cache directory (keyed by the object's build id, checked against
-  // its identity) or made from the very file open, never from a path.
+  // The SFrame of an object already open (a recording's come from its
+  // ObjectTable): read from memory or the cache directory (keyed by the
+  // object's build id, checked against its identity) when its entry was
+  // made from the file as it is now, else made from the very file open,
+  // never from a path (and stored, if the cache directory can be written).
   // Throws what generate_sframe() throws, and sframe::Error(EAGAIN,
   // op::kGenerate) when a generation is due and the gate refuses it.
   std::shared_ptr<const GeneratedSframe> get(const ObjectFile& object,
                                              CacheResult* result = nullptr);
+  // The same for the ELF file at path (ObjectFile::open(), once), for
+  // tests.
+  GeneratedSframe get(const std::string& path, CacheResult* result = nullptr);
 
-  // The cache file for path (keyed by its build id, or by its path when it
-  // has none).  Throws sframe::Error(op::kReadElf, path).
-  std::string entry_for(const std::string& path) const;
-  // ... for an object (its build id, else its identity).
+  // The cache file for an object (keyed by its build id, else its
+  // identity).
   std::string entry_for(const ObjectFile& object) const;
+  // ... for the file at path (ObjectFile::open()).  Throws
+  // sframe::Error(op::kReadElf, path).
+  std::string entry_for(const std::string& path) const;
 
   // Asked before every generation; false refuses it (a profiler's bound on
   // the work it spends).  Empty: always allowed.

@@ -23,12 +23,15 @@ struct FileSframe {
   std::vector<uint8_t> bytes;
 };
 
-// Throws sframe::Error(op::kReadElf, path): the errno of open(), ENOEXEC for
-// a file that is not ELF, ENODATA when it has no .sframe section.
-FileSframe read_sframe_from_file(const std::string& path);
-// The same from a file already open (object.name() in errors).
+// Of an object already open (object.name() in errors).  Throws
+// sframe::Error(op::kReadElf, object.name()): ENOEXEC for a malformed
+// section header table, ENODATA when it has no .sframe section.
 class ObjectFile;
 FileSframe read_sframe_from_file(const ObjectFile& object);
+// The same for the file at path (opened here, once), for a command line's
+// file and for tests.  Throws sframe::Error(op::kReadElf, path) as above,
+// and with the errno of open(), ENOEXEC for a file that is not ELF.
+FileSframe read_sframe_from_file(const std::string& path);
 
 // Where the ELF file `path` is mapped in process pid: its load bias (what
 // its virtual addresses are shifted by), from /proc/PID/maps, which needs

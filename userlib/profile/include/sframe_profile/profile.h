@@ -131,9 +131,10 @@ class BuildIdCheck {
   void add_mapping(Symbolizer* sym, const ProfileMapping& m);
   // True when m has no recorded build id, when no file can be read at its
   // path (nothing can be symbolized with it anyway), or when the file has
-  // m.build_id.  False when it has another or none: warn() is called once
-  // per (path, recorded build id).
-  bool matches(const ProfileMapping& m);
+  // m.build_id (read through sym, from the object its symbols come from).
+  // False when it has another or none: warn() is called once per (path,
+  // recorded build id).
+  bool matches(Symbolizer* sym, const ProfileMapping& m);
 
  private:
   std::function<void(const std::string&)> warn_;

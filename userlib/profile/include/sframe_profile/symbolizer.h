@@ -2,7 +2,9 @@
 // tools.
 //
 // The object comes from dl_iterate_phdr(); the symbol from the object's ELF
-// symbol tables read with libelf: .symtab where the file has one (so static
+// symbol tables read with libelf, the file opened through an ObjectTable
+// (object_table.h; by path, so found there when coverage of the same
+// recording opened it): .symtab where the file has one (so static
 // and other non-exported functions of unstripped programs are named), else
 // the .symtab of its separate debug file, found by build ID under
 // /usr/lib/debug/.build-id (e.g. Debian's libc6-dbg for libc) or by its
@@ -57,20 +59,26 @@ struct Symbol {
 struct FileMapping {
   uint64_t start = 0, end = 0, offset = 0;
   bool executable = false;
-  std::string path;
+  std::string path;  // as the process names it (MapsEntry::name())
 };
 
-// The file mappings of pid (0: this process) from /proc/PID/maps; false
-// when that cannot be read (the process is gone, or not ours).
+// The file mappings of pid (0: this process) from /proc/PID/maps
+// (read_maps(), maps.h); false when that cannot be read (the process is
+// gone, or not ours).
 bool read_file_mappings(pid_t pid, std::vector<FileMapping>* out);
 
 // Strips the parameter list and what follows it from a demangled name.
 std::string function_of(const std::string& demangled);
 
+class ObjectTable;
+
 // Thread-safe; caches each object's symbol table.
 class Symbolizer {
  public:
-  Symbolizer();
+  // objects: where the files are opened (a recording's table, shared with
+  // its coverage), which must outlive this and be used by no other thread;
+  // null: a table of its own.
+  explicit Symbolizer(ObjectTable* objects = nullptr);
   ~Symbolizer();
   Symbolizer(const Symbolizer&) = delete;
   Symbolizer& operator=(const Symbolizer&) = delete;
@@ -86,6 +94,11 @@ class Symbolizer {
   // Whether the symbols of object come from a full .symtab (its own or its
   // debug file's), so that local functions are named.
   bool has_full_symbols(const std::string& object);
+
+  // The build id (lowercase hex, empty if none) of the file at path, from
+  // the object its symbols come from; false when it cannot be read as an
+  // object (missing, not ELF).
+  bool file_build_id(const std::string& path, std::string* id);
 
   // Addresses of another process (or of this one through /proc): the object
   // from /proc/PID/maps (file offset of the mapping, then the ELF's PT_LOAD
@@ -127,6 +140,8 @@ class Symbolizer {
   const JitMap& jit_map_for(pid_t pid);
 
   std::mutex mu_;
+  std::unique_ptr<ObjectTable> own_objects_;  // when none was given
+  ObjectTable* objects_;
   std::map<std::string, std::unique_ptr<Table>> tables_;
   std::map<pid_t, std::vector<Mapping>> maps_;  // each sorted by start, disjoint
   std::set<pid_t> from_data_;  // pids whose maps come from add_mapping()

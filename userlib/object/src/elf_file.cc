@@ -1,4 +1,4 @@
-#include "elf_file.h"
+#include "sframe_object/elf_file.h"
 
 #include <elf.h>
 #include <fcntl.h>
@@ -10,7 +10,6 @@
 #include <utility>
 
 #include "sframe_client/error.h"
-#include "sframe_gen/build_id.h"
 
 namespace sframe::internal {
 
@@ -154,15 +153,3 @@ std::string elf_build_id(const ElfFile& elf) {
 }
 
 }  // namespace sframe::internal
-
-namespace sframe {
-
-std::string read_build_id(const std::string& path) {
-  return internal::elf_build_id(internal::ElfFile(path));
-}
-
-std::string read_build_id(UniqueFd fd, const std::string& name) {
-  return internal::elf_build_id(internal::ElfFile(std::move(fd), name));
-}
-
-}  // namespace sframe

@@ -1,6 +1,13 @@
-// sframe-gen, internal: an ELF file opened read-only with libelf.
-#ifndef SFRAME_GEN_SRC_ELF_FILE_H
-#define SFRAME_GEN_SRC_ELF_FILE_H
+// sframe-object: the ELF view of an open file, through libelf.
+//
+// Internal to the userlib layers (gen and profile read sections through
+// it; the tools do not): an ObjectFile (object_file.h) holds one, and
+// everyone who needs the object's sections, notes or symbols reads them
+// from it.  libelf maps the whole file read-only (ELF_C_READ_MMAP:
+// PROT_READ, MAP_PRIVATE) and unmaps it at elf_end(), which the
+// destructor calls; the descriptor is owned here too.
+#ifndef SFRAME_OBJECT_ELF_FILE_H
+#define SFRAME_OBJECT_ELF_FILE_H
 
 #include <libelf.h>
 
@@ -16,7 +23,9 @@ namespace sframe::internal {
 class ElfFile {
  public:
   // Throws sframe::Error(op::kReadElf, path): open()'s errno, ENOEXEC for a
-  // file that is not ELF, ENOSYS for a libelf that does not work.
+  // file that is not ELF, ENOSYS for a libelf that does not work.  For
+  // files that are not objects of a process (the SFrame cache's own);
+  // objects are opened through ObjectFile or ObjectTable.
   explicit ElfFile(const std::string& path);
   // A file already open (e.g. /proc/PID/map_files/..., the very file a
   // process maps whatever its mount namespace); name is for errors.
@@ -59,4 +68,4 @@ std::string elf_build_id(const ElfFile& elf);
 
 }  // namespace sframe::internal
 
-#endif  // SFRAME_GEN_SRC_ELF_FILE_H
+#endif  // SFRAME_OBJECT_ELF_FILE_H
