@@ -196,6 +196,26 @@ TEST(MapsParser, FixedText) {
   EXPECT_FALSE(sframe::parse_maps_line("1000-2000 r--p 00000000 00:00 12x /a", &e));
 }
 
+// An image's load address is the offset-0 mapping just below its first
+// executable mapping: a lower read-only mapping of the whole file (a
+// reader's mmap(), as a process that covers itself holds) is not it; a file
+// mapped from its middle only has none.
+TEST(MapsParser, ImageBases) {
+  const std::string text =
+      "7f0000000000-7f0000200000 r--p 00000000 fe:00 9 /usr/lib/libc.so.6\n"
+      "7f1000000000-7f1000026000 r--p 00000000 fe:00 9 /usr/lib/libc.so.6\n"
+      "7f1000026000-7f100017c000 r-xp 00026000 fe:00 9 /usr/lib/libc.so.6\n"
+      "7f100017c000-7f10001d0000 r--p 0017c000 fe:00 9 /usr/lib/libc.so.6\n"
+      "7f2000000000-7f2000001000 r-xp 00001000 fe:00 10 /usr/lib/middle.so\n"
+      "7f3000000000-7f3000001000 r--p 00000000 fe:00 11 /usr/lib/data.bin\n";
+  const std::vector<MapsEntry> m = sframe::parse_maps(text);
+  ASSERT_EQ(m.size(), 6u);
+  const std::map<std::string, const MapsEntry*> bases = sframe::image_bases(m);
+  ASSERT_EQ(bases.size(), 1u);
+  ASSERT_EQ(bases.count("/usr/lib/libc.so.6"), 1u);
+  EXPECT_EQ(bases.at("/usr/lib/libc.so.6"), &m[1]);
+}
+
 TEST(MapsParser, ThisProcess) {
   EXPECT_EQ(sframe::maps_path(0), "/proc/self/maps");
   EXPECT_EQ(sframe::maps_path(42), "/proc/42/maps");

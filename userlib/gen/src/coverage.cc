@@ -42,42 +42,19 @@ CoverageUpdate ProcessCoverage::refresh() {
   }
   // Throws op::kFindObject with the errno (ESRCH, ENOENT: gone; EACCES).
   const std::vector<MapsEntry> maps = read_maps(pid_);
-  // Per file (by the name the process has for it): the mapping of offset 0
-  // that its first executable mapping belongs to (the load address), and
-  // whether it has an executable mapping.  The image of an executable
-  // mapping starts at the nearest offset-0 mapping of the same file below
-  // it (the loader maps an image in one reserved range): another mapping
-  // of the file at offset 0, lower down, is another mapping of it, such as
-  // a reader's mmap() of the whole file; when this process covers itself,
-  // its own ObjectTable holds such mappings of every object it read.
-  struct Mapped {
-    const MapsEntry* base = nullptr;       // offset 0, below the executable one
-    const MapsEntry* last_zero = nullptr;  // the latest offset-0 mapping seen
-    bool exec = false;
-  };
-  std::map<std::string, Mapped> files;
-  for (const MapsEntry& e : maps) {  // in address order
-    if (!e.is_file()) continue;
-    Mapped& f = files[e.name()];
-    if (e.offset == 0) f.last_zero = &e;
-    if (e.executable() && !f.exec) {
-      f.exec = true;
-      f.base = f.last_zero;
-    }
-  }
   CoverageUpdate u;
-  for (const auto& [path, f] : files) {
-    // Files mapped from their middle only have no known load address.  A
-    // " (deleted)" file is read through map_files where that is allowed.
-    if (!f.exec || !f.base) continue;
-    if (!seen_.insert({path, f.base->start}).second) continue;
+  // Files mapped from their middle only have no known load address (no
+  // entry).  A " (deleted)" file is read through map_files where that is
+  // allowed.
+  for (const auto& [path, base] : image_bases(maps)) {
+    if (!seen_.insert({path, base->start}).second) continue;
     try {
-      cover(*f.base, &u);
+      cover(*base, &u);
     } catch (const Error& e) {
       // EFAULT: the loader is still mapping it; EAGAIN: the cache's gate
       // refused a generation for now.  Again next time.
       if (e.err() == EFAULT || e.err() == EAGAIN) {
-        seen_.erase({path, f.base->start});
+        seen_.erase({path, base->start});
         if (e.err() == EAGAIN) u.deferred++;
       } else {
         u.failed.emplace_back(path, e.what());

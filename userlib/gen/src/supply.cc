@@ -10,6 +10,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 
 #include "sframe_client/error.h"
@@ -34,15 +35,8 @@ uint64_t load_bias_in_process(pid_t pid, const std::string& path, uint64_t image
   // op::kFindObject, with the ptrace-read rule named for EACCES.
   const std::vector<MapsEntry> maps = read_maps(pid);
   const std::string want = canonical(path);
-  // The offset-0 mapping nearest below the file's first executable one:
-  // a lower one is another mapping of the file (a reader's mmap(), this
-  // process's own when pid is this process), as in ProcessCoverage.
-  const MapsEntry* base = nullptr;
-  for (const MapsEntry& m : maps) {
-    if (m.name() != want) continue;
-    if (m.offset == 0) base = &m;
-    if (m.executable() && base) return base->start - image_vaddr;
-  }
+  const std::map<std::string, const MapsEntry*> bases = image_bases(maps);
+  if (const auto it = bases.find(want); it != bases.end()) return it->second->start - image_vaddr;
   throw Error(ENOENT, op::kFindObject, want, "not mapped in " + maps_path(pid));
 }
 

@@ -63,6 +63,26 @@ std::vector<MapsEntry> parse_maps(const std::string& text) {
   return out;
 }
 
+std::map<std::string, const MapsEntry*> image_bases(const std::vector<MapsEntry>& maps) {
+  struct File {
+    const MapsEntry* last_zero = nullptr;  // the latest offset-0 mapping seen
+    bool exec = false;
+  };
+  std::map<std::string, File> files;
+  std::map<std::string, const MapsEntry*> bases;
+  for (const MapsEntry& e : maps) {  // in address order
+    if (!e.is_file()) continue;
+    const std::string name = e.name();
+    File& f = files[name];
+    if (e.offset == 0) f.last_zero = &e;
+    if (e.executable() && !f.exec) {
+      f.exec = true;
+      if (f.last_zero) bases[name] = f.last_zero;
+    }
+  }
+  return bases;
+}
+
 std::string maps_path(pid_t pid) {
   return "/proc/" + (pid ? std::to_string(pid) : std::string("self")) + "/maps";
 }

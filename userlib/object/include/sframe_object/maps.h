@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,16 @@ bool parse_maps_line(const std::string& line, MapsEntry* out);
 // Every line of a maps file's text, in order; lines that do not parse are
 // skipped.
 std::vector<MapsEntry> parse_maps(const std::string& text);
+
+// Per file (by name()), the mapping where the image holding the file's
+// first executable mapping starts: the nearest mapping of offset 0 of the
+// same file below it (the loader maps an image in one reserved range).  A
+// lower mapping of the file at offset 0 is another mapping of it, such as
+// a reader's mmap() of the whole file (a process that covers itself holds
+// one of every object its ObjectTable read).  A file whose first
+// executable mapping has none below it (mapped from its middle) is left
+// out: its load address is unknown.  Pointers into maps.
+std::map<std::string, const MapsEntry*> image_bases(const std::vector<MapsEntry>& maps);
 
 // "/proc/PID/maps", or "/proc/self/maps" for pid 0.
 std::string maps_path(pid_t pid);
