@@ -6,12 +6,15 @@
  * everyone (mode 0666): registering a section or unwinding one's own stack
  * gives nothing a process could not compute itself.  Requests about
  * another process (supplying a section, listing, unregistering) follow
- * ptrace's rule for it, and sessions perf_event_open()'s.
+ * ptrace's rule for it, and sessions perf_event_open()'s.  The file
+ * store, which changes how every process is unwound, is CAP_SYS_ADMIN's.
  *
  * Argument structs are extensible the usual way (copy_struct_from_user):
  * the caller's size is in the struct, a newer caller's unknown tail must be
  * zero, and every reserved field and unknown flag must be zero too.
  */
+#include <linux/capability.h>
+#include <linux/file.h>
 #include <linux/fs.h>
 #include <linux/miscdevice.h>
 #include <linux/mm.h>
@@ -23,6 +26,7 @@
 #include <linux/uaccess.h>
 
 #include "device.h"
+#include "file_store.h"
 #include "ksyms.h"
 #include "quota.h"
 #include "uarg.h"
@@ -277,6 +281,135 @@ static long sframe_ioctl_unwind_self(void __user *uarg)
 	return 0;
 }
 
+/*
+ * The file fd as the file store takes it: a regular file open for
+ * reading.  Referenced (fput() it), or an ERR_PTR.
+ */
+static struct file *sframe_store_file(int fd)
+{
+	struct file *file = fget(fd);
+
+	if (!file)
+		return ERR_PTR(-EBADF);
+	if (!(file->f_mode & FMODE_READ)) {
+		fput(file);
+		return ERR_PTR(-EBADF);
+	}
+	if (!S_ISREG(file_inode(file)->i_mode)) {
+		fput(file);
+		return ERR_PTR(-EINVAL);
+	}
+	return file;
+}
+
+static long sframe_ioctl_file_supply(void __user *uarg)
+{
+	struct sframe_file_supply req;
+	struct file *file;
+	long usize, ret;
+	u64 id = 0;
+
+	usize = sframe_copy_arg(&req, sizeof(req), SFRAME_FILE_SUPPLY_SIZE_VER0,
+				uarg);
+	if (usize < 0)
+		return usize;
+	if ((req.flags & ~SFRAME_FILE_F_REPLACE) || req.reserved0 || req.id ||
+	    !sframe_all_zero(req.reserved, ARRAY_SIZE(req.reserved)))
+		return -EINVAL;
+	if (!capable(CAP_SYS_ADMIN))
+		return -EPERM;
+	file = sframe_store_file(req.fd);
+	if (IS_ERR(file))
+		return PTR_ERR(file);
+	ret = sframe_file_supply(file, u64_to_user_ptr(req.sframe_data),
+				 req.sframe_len, req.sframe_vaddr, req.flags,
+				 &id);
+	fput(file);
+	if (ret)
+		return ret;
+	req.id = id;
+	if (copy_to_user(uarg, &req, min_t(size_t, usize, sizeof(req))))
+		return -EFAULT;
+	return 0;
+}
+
+static long sframe_ioctl_file_remove(void __user *uarg)
+{
+	struct sframe_file_remove req;
+	struct file *file;
+	long ret;
+
+	ret = sframe_copy_arg(&req, sizeof(req), SFRAME_FILE_REMOVE_SIZE_VER0,
+			      uarg);
+	if (ret < 0)
+		return ret;
+	if (req.flags || req.reserved0 ||
+	    !sframe_all_zero(req.reserved, ARRAY_SIZE(req.reserved)))
+		return -EINVAL;
+	if (!capable(CAP_SYS_ADMIN))
+		return -EPERM;
+	if (req.id)
+		return sframe_file_remove(req.id, NULL);
+	file = sframe_store_file(req.fd);
+	if (IS_ERR(file))
+		return PTR_ERR(file);
+	ret = sframe_file_remove(0, d_real_inode(file->f_path.dentry));
+	fput(file);
+	return ret;
+}
+
+static long sframe_ioctl_file_list(void __user *uarg)
+{
+	struct sframe_file_info *infos = NULL;
+	struct sframe_file_list req;
+	u32 nr = 0, room = 0;
+	long usize, ret;
+	int tries;
+
+	usize = sframe_copy_arg(&req, sizeof(req), SFRAME_FILE_LIST_SIZE_VER0,
+				uarg);
+	if (usize < 0)
+		return usize;
+	if (req.flags || req.nr_entries ||
+	    !sframe_all_zero(req.reserved, ARRAY_SIZE(req.reserved)))
+		return -EINVAL;
+	if (req.max_entries > SFRAME_FILE_MAX_ENTRIES)
+		return -EINVAL;
+	/*
+	 * Room for what the store holds now, not for all the caller may
+	 * take: any user may ask, and 65536 entries are 6 MiB to zero.  If
+	 * the store grows past the room meanwhile, again, a few times.
+	 */
+	for (tries = 0; tries < 4; tries++) {
+		kvfree(infos);
+		infos = NULL;
+		room = min(req.max_entries, sframe_files_count());
+		if (room) {
+			infos = kvcalloc(room, sizeof(*infos), GFP_KERNEL);
+			if (!infos)
+				return -ENOMEM;
+		}
+		ret = sframe_file_list(infos, room, &nr);
+		if (ret || nr <= room || room == req.max_entries)
+			break;
+	}
+	if (!ret && nr > room && room < req.max_entries)
+		ret = -EAGAIN;
+	if (ret)
+		goto out;
+	ret = -EFAULT;
+	if (infos && copy_to_user(u64_to_user_ptr(req.entries), infos,
+				  min(nr, room) * sizeof(*infos)))
+		goto out;
+	req.nr_entries = nr;
+	if (copy_to_user(uarg, &req, min_t(size_t, usize, sizeof(req))))
+		goto out;
+	ret = 0;
+out:
+	kvfree(infos);
+	return ret;
+}
+
 static long sframe_ioctl_get_stats(void __user *uarg)
 {
 	struct sframe_stats st = {};
@@ -321,6 +454,7 @@ static long sframe_ioctl_get_stats(void __user *uarg)
 		user ? sframe_user_usage(user, SFRAME_QUOTA_SUPPLIED_BYTES) : 0;
 	sframe_user_put(user);
 	st.user_supplied_limit = sframe_supply_user_limit();
+	sframe_files_stats(&st);
 	if (copy_to_user(uarg, &st, min_t(size_t, usize, sizeof(st))))
 		return -EFAULT;
 	return 0;
@@ -358,6 +492,12 @@ static long sframe_ioctl(struct file *file, unsigned int cmd,
 		return sframe_ioctl_supply(uarg);
 	case _IOC_NR(SFRAME_IOC_LIST_SECTIONS):
 		return sframe_ioctl_list_sections(uarg);
+	case _IOC_NR(SFRAME_IOC_FILE_SUPPLY):
+		return sframe_ioctl_file_supply(uarg);
+	case _IOC_NR(SFRAME_IOC_FILE_REMOVE):
+		return sframe_ioctl_file_remove(uarg);
+	case _IOC_NR(SFRAME_IOC_FILE_LIST):
+		return sframe_ioctl_file_list(uarg);
 	case _IOC_NR(SFRAME_IOC_SESSION_START):
 		if (sframe_file_session(file))
 			return -EBUSY;

@@ -14,11 +14,16 @@
  * for the free part of its mapping, so the file is read once per mapping
  * (per free part of it).
  *
+ * The file store (file_store.c) comes first: a section a privileged
+ * service supplied for the file covers the mapping by reference, with no
+ * read of the file.  A "none" entry made before the store had the file is
+ * stale once the store changes, and so is an entry of a file the store
+ * has dropped: both are erased here and the mapping is looked at again.
+ *
  * The module parameter `discovery` turns this off, e.g. where a profiler
  * should see only what programs register (or what the LD_AUDIT library of
  * libsframe-client registers for them).
  */
-#include <linux/elf.h>
 #include <linux/file.h>
 #include <linux/fs.h>
 #include <linux/mm.h>
@@ -28,6 +33,8 @@
 
 #include "compat.h"
 #include "discovery.h"
+#include "elf_file.h"
+#include "file_store.h"
 #include "registry.h"
 #include "stats.h"
 
@@ -35,9 +42,6 @@ static bool discovery = true;
 module_param(discovery, bool, 0644);
 MODULE_PARM_DESC(discovery,
 		 "Find the .sframe of mapped ELF files without registration (default: on)");
-
-/* Program headers read at most: ld.so allows more, no real object has. */
-#define SFRAME_MAX_PHDRS 64
 
 bool sframe_discovery_enabled(void)
 {
@@ -49,75 +53,41 @@ struct sframe_mapping {
 	unsigned long offset;     /* file offset mapped at start */
 };
 
-static int sframe_read_file(struct file *file, void *buf, size_t len,
-			    loff_t pos)
-{
-	ssize_t n = kernel_read(file, buf, len, &pos);
-
-	return n == len ? 0 : -ENOEXEC;
-}
-
 /*
- * Find PT_GNU_SFRAME in file, mapped as map, and register it for mm.
- * Returns 0 (registered, or already there), or an error: no section.
+ * Cover the mapping map of file for mm: from the file store if it has a
+ * section for the file, else from the file's own PT_GNU_SFRAME.  Returns
+ * 0 (registered, or already there), or an error: no section.
  */
 static int sframe_discover_file(struct mm_struct *mm, struct file *file,
 				const struct sframe_mapping *map)
 {
-	const Elf64_Phdr *load = NULL, *sframe = NULL, *p;
-	u64 text_lo = U64_MAX, text_hi = 0, bias;
-	Elf64_Phdr *phdrs;
-	Elf64_Ehdr eh;
-	int i, ret;
+	struct sframe_elf_text text;
+	struct sframe_file *stored;
+	u64 bias;
+	int ret;
 
-	ret = sframe_read_file(file, &eh, sizeof(eh), 0);
+	stored = sframe_files_find(file_inode(file));
+	if (stored) {
+		ret = sframe_register_file(mm, stored, map->start, map->offset);
+		sframe_file_put(stored);
+		if (!ret || ret == -EEXIST)
+			return 0;
+	}
+
+	ret = sframe_elf_read_text(file, &text);
 	if (ret)
 		return ret;
-	if (memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
-	    eh.e_ident[EI_CLASS] != ELFCLASS64 ||
-	    eh.e_ident[EI_DATA] != ELFDATA2LSB || eh.e_machine != EM_X86_64 ||
-	    (eh.e_type != ET_EXEC && eh.e_type != ET_DYN) ||
-	    eh.e_phentsize != sizeof(Elf64_Phdr) || !eh.e_phnum ||
-	    eh.e_phnum > SFRAME_MAX_PHDRS)
-		return -ENOEXEC;
-
-	phdrs = kmalloc_array(eh.e_phnum, sizeof(*phdrs), GFP_KERNEL);
-	if (!phdrs)
-		return -ENOMEM;
-	ret = sframe_read_file(file, phdrs, eh.e_phnum * sizeof(*phdrs),
-			       eh.e_phoff);
-	if (ret)
-		goto out;
-
-	for (i = 0; i < eh.e_phnum; i++) {
-		p = &phdrs[i];
-		if (p->p_type == PT_GNU_SFRAME)
-			sframe = p;
-		if (p->p_type != PT_LOAD || !(p->p_flags & PF_X))
-			continue;
-		text_lo = min(text_lo, p->p_vaddr);
-		text_hi = max(text_hi, p->p_vaddr + p->p_memsz);
-		/* The executable segment this VMA maps (page-aligned). */
-		if ((p->p_offset & PAGE_MASK) <= map->offset &&
-		    map->offset < p->p_offset + p->p_filesz)
-			load = p;
-	}
-	ret = -ENOENT;
-	if (!sframe || !load || !sframe->p_memsz || text_hi <= text_lo)
-		goto out;
-
-	/* The mapping's first byte is file offset map->offset. */
-	bias = map->start - (load->p_vaddr - load->p_offset + map->offset);
-	ret = sframe_register_section(mm, bias + sframe->p_vaddr,
-				      sframe->p_memsz, bias + text_lo,
-				      text_hi - text_lo,
+	if (!text.has_sframe ||
+	    !sframe_elf_bias(&text, map->start, map->offset, &bias))
+		return -ENOENT;
+	ret = sframe_register_section(mm, bias + text.sframe_vaddr,
+				      text.sframe_len, bias + text.text_lo,
+				      text.text_hi - text.text_lo,
 				      SFRAME_SOURCE_DISCOVERED);
 	if (ret == -EEXIST)
 		ret = 0;
 	else if (!ret)
 		atomic64_inc(&sframe_counters.sections_discovered);
-out:
-	kfree(phdrs);
 	return ret;
 }
 
@@ -127,6 +97,7 @@ int sframe_discover(unsigned long pc)
 	struct vm_area_struct *vma;
 	struct sframe_mapping map;
 	struct file *file = NULL;
+	u64 files_gen;
 	int ret;
 
 	if (!mm)
@@ -144,6 +115,9 @@ int sframe_discover(unsigned long pc)
 	if (!file)
 		return -ENOENT;
 
+	/* Before the store is asked: a supply after this makes "none" stale. */
+	files_gen = sframe_files_generation();
+	sframe_registry_drop_stale(mm, pc);
 	ret = sframe_discover_file(mm, file, &map);
 	fput(file);
 	/*
@@ -154,6 +128,6 @@ int sframe_discover(unsigned long pc)
 	 * a "none" entry covers the free part of the mapping around pc.
 	 * Does nothing if pc is covered.
 	 */
-	sframe_register_none(mm, pc, map.start, map.end);
+	sframe_register_none(mm, pc, map.start, map.end, files_gen);
 	return ret;
 }

@@ -8,12 +8,14 @@
  * deferred unwinding (deferred.c), the readers (session.c) and their buffers
  * (session_ring.c), the character device that
  * exposes them (device.c), discovery of sections in mapped files
- * (discovery.c), their inheritance across fork (inherit.c) and the kernel
+ * (discovery.c, elf_file.c), the sections kept per file (file_store.c),
+ * their inheritance across fork (inherit.c) and the kernel
  * symbols found at load (ksyms.c).
  */
 #include <linux/module.h>
 
 #include "device.h"
+#include "file_store.h"
 #include "inherit.h"
 #include "ksyms.h"
 #include "nmi_test.h"
@@ -37,6 +39,9 @@ static int __init sframe_unwind_init(void)
 	ret = sframe_ksyms_init();
 	if (ret)
 		return ret;
+	ret = sframe_files_init();
+	if (ret)
+		goto fail_files;
 	ret = sframe_registry_init();
 	if (ret)
 		goto fail_registry;
@@ -63,6 +68,8 @@ fail_nmi:
 fail_sessions:
 	sframe_registry_exit();
 fail_registry:
+	sframe_files_exit();
+fail_files:
 	sframe_quota_exit();
 	return ret;
 }
@@ -80,6 +87,7 @@ static void __exit sframe_unwind_exit(void)
 	sframe_nmi_test_exit();
 	sframe_sessions_exit();
 	sframe_registry_exit();
+	sframe_files_exit();
 	sframe_quota_exit();
 }
 

@@ -9,6 +9,8 @@
 #ifndef SFRAME_QUOTA_H
 #define SFRAME_QUOTA_H
 
+#include <linux/atomic.h>
+#include <linux/errno.h>
 #include <linux/types.h>
 #include <linux/uidgid.h>
 
@@ -47,6 +49,21 @@ void sframe_user_uncharge(struct sframe_user *user, enum sframe_quota_res res,
 			  u64 n);
 u64 sframe_user_usage(const struct sframe_user *user,
 		      enum sframe_quota_res res);
+
+/*
+ * len more in *total if it stays at or below max: 0, or -EDQUOT.  A
+ * cmpxchg loop, so racing chargers never see a transient excess.
+ */
+static inline int sframe_charge_within(atomic64_t *total, u64 len, u64 max)
+{
+	s64 old = atomic64_read(total);
+
+	do {
+		if ((u64)old > max || len > max - (u64)old)
+			return -EDQUOT;
+	} while (!atomic64_try_cmpxchg(total, &old, old + len));
+	return 0;
+}
 
 /* Module exit: every reference has been dropped. */
 void sframe_quota_exit(void);

@@ -14,7 +14,11 @@
  * a hundred bytes of kernel memory, charged to the caller's memory cgroup.
  * A supplied section (SFRAME_IOC_SUPPLY: by value, for any process the
  * caller may ptrace) is a copy in kernel memory, charged to the supplier
- * and bounded per process and in total.
+ * and bounded per process and in total.  A file's section from the file
+ * store (file_store.c) is attached by reference: the entry holds the
+ * store's entry, whose bytes, header and index describe the file at load
+ * bias 0, and the entry's bias turns a PC of this process into the file's
+ * address before any lookup in them.
  */
 #include <linux/capability.h>
 #include <linux/hashtable.h>
@@ -28,6 +32,7 @@
 
 #include "compat.h"
 #include "fde_index.h"
+#include "file_store.h"
 #include "quota.h"
 #include "registry.h"
 #include "row_cache.h"
@@ -52,6 +57,18 @@ struct sframe_blob {
 struct sframe_entry {
 	struct sframe_range range;
 	struct sframe_blob *blob; /* SFRAME_SOURCE_SUPPLIED: the section */
+	/*
+	 * SFRAME_SOURCE_FILE: the store's entry (referenced), whose bytes
+	 * and index are read at pc - bias; range.sec is its header.
+	 */
+	struct sframe_file *file;
+	u64 bias;
+	/*
+	 * SFRAME_SOURCE_NONE: the file store's generation when discovery
+	 * found nothing for the mapping; under a newer one the store may
+	 * have the file, so the entry is stale (sframe_entry_live()).
+	 */
+	u64 files_gen;
 	struct sframe_fde_index *index; /* or NULL: lookups search */
 	/*
 	 * index's table, set once before the entry is inserted: lookups
@@ -113,14 +130,8 @@ static int sframe_charge_total(u64 len)
 {
 	u64 max_total = min_t(u64, (u64)READ_ONCE(supply_max_total_kb) << 10,
 			      SFRAME_SUPPLY_MAX_TOTAL);
-	s64 old = atomic64_read(&sframe_supplied_total);
 
-	/* A cmpxchg loop: racing suppliers never see a transient excess. */
-	do {
-		if ((u64)old > max_total || len > max_total - (u64)old)
-			return -EDQUOT;
-	} while (!atomic64_try_cmpxchg(&sframe_supplied_total, &old, old + len));
-	return 0;
+	return sframe_charge_within(&sframe_supplied_total, len, max_total);
 }
 
 struct sframe_blob *sframe_blob_alloc(u64 len)
@@ -193,6 +204,7 @@ void sframe_blob_put(struct sframe_blob *blob)
 static void sframe_entry_free(struct sframe_entry *entry)
 {
 	sframe_blob_put(entry->blob);
+	sframe_file_put(entry->file);
 	sframe_fde_index_put(entry->index);
 	kfree_rcu(entry, rcu);
 }
@@ -263,9 +275,33 @@ static u64 sframe_mm_generation64(struct sframe_mm *smm)
 	return atomic64_read_acquire(&smm->generation);
 }
 
+/*
+ * The row cache's generation: the registry's and the file store's
+ * together, so that a row cached from a file's section is never used
+ * once the store dropped the file.  Both only grow: so does the sum.
+ */
 u32 sframe_mm_generation(struct sframe_mm *smm)
 {
-	return (u32)sframe_mm_generation64(smm);
+	u32 gen = (u32)sframe_mm_generation64(smm) +
+		  (u32)sframe_files_generation();
+
+	/* 0 is the generation of never-written cache entries. */
+	return gen ? gen : 1;
+}
+
+/*
+ * Whether a lookup may use entry: not unmapped meanwhile, not attached
+ * to a file the store has dropped, and not a "none" entry made before
+ * the store last changed.  Any context (plain reads).
+ */
+static bool sframe_entry_live(const struct sframe_entry *entry)
+{
+	if (READ_ONCE(entry->dead))
+		return false;
+	if (entry->file)
+		return !sframe_file_dead(entry->file);
+	return entry->range.source != SFRAME_SOURCE_NONE ||
+	       entry->files_gen == sframe_files_generation();
 }
 
 /* Inline: the walk's start looks its registry up on every sample. */
@@ -725,22 +761,23 @@ static int sframe_check_request(struct mm_struct *mm, u64 sframe_addr,
 }
 
 /*
- * Under smm->lock: entry, given by the program, overlaps registered text.
- * If all that it overlaps was found by discovery (or is a "none" entry),
- * the program knows better: drop those and return true.
+ * Under smm->lock: entry overlaps registered text.  If all that it
+ * overlaps may go, drop those and return true: stale entries (a dropped
+ * file's, an old "none"), and, for an entry the program or a profiler
+ * gave, what discovery found (the program knows better).
  */
 static bool sframe_mm_yield_discovered(struct sframe_mm *smm,
 				       const struct sframe_entry *entry)
 {
+	bool explicit = sframe_source_is_explicit(entry->range.source);
 	unsigned long first = entry->range.text_start;
 	unsigned long last = entry->range.text_end - 1;
 	struct sframe_entry *old;
 	unsigned long index = first;
 
-	if (!sframe_source_is_explicit(entry->range.source))
-		return false;
 	mt_for_each(&smm->sections, old, index, last) {
-		if (sframe_source_is_explicit(old->range.source))
+		if (sframe_entry_live(old) &&
+		    (!explicit || sframe_source_is_explicit(old->range.source)))
 			return false;
 	}
 	for (;;) {
@@ -784,8 +821,8 @@ static int sframe_insert(struct mm_struct *mm, struct sframe_entry *entry)
 	if (IS_ERR(smm))
 		return PTR_ERR(smm);
 
-	entry->table = entry->index ? sframe_fde_index_table(entry->index) :
-				      NULL;
+	if (entry->index)
+		entry->table = sframe_fde_index_table(entry->index);
 	mutex_lock(&smm->lock);
 	sframe_mm_reap_dead(smm);
 	if (smm->nr_entries >= SFRAME_MAX_SECTIONS_PER_MM) {
@@ -840,6 +877,7 @@ static struct sframe_entry *sframe_entry_new(u8 source)
 static void sframe_entry_discard(struct sframe_entry *entry)
 {
 	sframe_blob_put(entry->blob);
+	sframe_file_put(entry->file);
 	sframe_fde_index_put(entry->index);
 	kfree(entry);
 }
@@ -900,7 +938,7 @@ int sframe_supply_section(struct mm_struct *mm, struct sframe_blob *blob,
 }
 
 int sframe_register_none(struct mm_struct *mm, unsigned long pc,
-			 unsigned long start, unsigned long end)
+			 unsigned long start, unsigned long end, u64 files_gen)
 {
 	struct sframe_entry *entry, *old;
 	unsigned long index = start;
@@ -912,6 +950,7 @@ int sframe_register_none(struct mm_struct *mm, unsigned long pc,
 	entry = sframe_entry_new(SFRAME_SOURCE_NONE);
 	if (!entry)
 		return -ENOMEM;
+	entry->files_gen = files_gen;
 	smm = sframe_mm_get_or_create(mm);
 	if (IS_ERR(smm)) {
 		sframe_entry_discard(entry);
@@ -943,6 +982,60 @@ int sframe_register_none(struct mm_struct *mm, unsigned long pc,
 	/* -EEXIST only if a racing insert took part of it: fine as well. */
 	ret = sframe_add(mm, entry);
 	return ret == -EEXIST ? 0 : ret;
+}
+
+int sframe_register_file(struct mm_struct *mm, struct sframe_file *f,
+			 unsigned long map_start, unsigned long map_offset)
+{
+	u64 text_len = f->text.text_hi - f->text.text_lo;
+	struct sframe_entry *entry;
+	struct sframe_range *r;
+	u64 bias;
+	int ret;
+
+	if (!sframe_elf_bias(&f->text, map_start, map_offset, &bias))
+		return -ENOENT;
+	if (!sframe_user_range_ok(bias + f->text.text_lo, text_len))
+		return -EINVAL;
+	entry = sframe_entry_new(SFRAME_SOURCE_FILE);
+	if (!entry)
+		return -ENOMEM;
+	/* The caller's reference keeps f: this one cannot fail. */
+	entry->file = sframe_file_get(f);
+	entry->bias = bias;
+	entry->table = f->table;
+	r = &entry->range;
+	r->sec = f->sec;
+	r->text_start = bias + f->text.text_lo;
+	r->text_end = r->text_start + text_len;
+	r->sframe_addr = bias + f->sec.sec_addr;
+	r->covered_bytes = f->found.covered_bytes;
+	r->fdes_skipped = f->found.fdes_skipped;
+	/* As for a registration: the text is mapped, executable, here. */
+	ret = sframe_check_mapped(mm, r->text_start, text_len, VM_EXEC);
+	if (ret) {
+		sframe_entry_discard(entry);
+		return ret;
+	}
+	ret = sframe_add(mm, entry);
+	if (!ret)
+		sframe_file_attached(f);
+	return ret;
+}
+
+void sframe_registry_drop_stale(struct mm_struct *mm, unsigned long pc)
+{
+	struct sframe_entry *entry;
+	struct sframe_mm *smm = sframe_mm_find(mm);
+
+	if (!smm)
+		return;
+	mutex_lock(&smm->lock);
+	sframe_mm_reap_dead(smm);
+	entry = mtree_load(&smm->sections, pc);
+	if (entry && !sframe_entry_live(entry))
+		sframe_mm_erase(smm, entry);
+	mutex_unlock(&smm->lock);
 }
 
 int sframe_unregister_section(struct mm_struct *mm, u64 text_start)
@@ -979,7 +1072,7 @@ bool sframe_registry_lookup(struct sframe_mm *smm, unsigned long pc,
 	/* Before the tree: see sframe_registry_find_rule(). */
 	*gen = sframe_mm_generation64(smm);
 	entry = mtree_load(&smm->sections, pc);
-	if (entry && !READ_ONCE(entry->dead)) {
+	if (entry && sframe_entry_live(entry)) {
 		*range = entry->range;
 		*found = entry;
 	}
@@ -1018,9 +1111,10 @@ struct sframe_rule sframe_registry_find_rule(struct sframe_mm *smm,
 	struct sframe_rule rule = {};
 
 	rcu_read_lock();
-	if (sframe_mm_generation64(smm) == gen && !READ_ONCE(entry->dead) &&
+	if (sframe_mm_generation64(smm) == gen && sframe_entry_live(entry) &&
 	    entry->table)
-		rule = sframe_index_find_rule(entry->table, pc, budget);
+		rule = sframe_index_find_rule(entry->table, pc - entry->bias,
+					      budget);
 	rcu_read_unlock();
 	return rule;
 }
@@ -1039,7 +1133,7 @@ static struct sframe_entry *sframe_entry_of(struct sframe_mm *smm,
 {
 	struct sframe_entry *entry = mtree_load(&smm->sections, pc);
 
-	if (!entry || READ_ONCE(entry->dead) || entry->range.id != range->id)
+	if (!entry || !sframe_entry_live(entry) || entry->range.id != range->id)
 		return NULL;
 	return entry;
 }
@@ -1064,17 +1158,20 @@ int sframe_registry_find_row(struct sframe_mm *smm,
 	/* The header of the entry found here, never of the caller's copy. */
 	sec = entry->range.sec;
 	sec.src = &src;
-	if (entry->blob) {
+	if (entry->blob || entry->file) {
 		/*
 		 * The kernel's copy stays while we are in here, and no read
 		 * leaves it: the decoder keeps within sec_size, and the
-		 * source within its own size, which is the blob's length.
+		 * source within its own size, which is the copy's length.
+		 * A file's section describes the file at bias 0.
 		 */
-		src.kbase = entry->blob->data;
-		src.size = min_t(u64, sec.sec_size, entry->blob->len);
+		src.kbase = entry->blob ? entry->blob->data : entry->file->data;
+		src.size = min_t(u64, sec.sec_size,
+				 entry->blob ? entry->blob->len :
+					       entry->file->len);
 		sec.sec_size = src.size;
-		ret = sframe_find_row_indexed(&sec, entry->table, pc, row,
-					      budget);
+		ret = sframe_find_row_indexed(&sec, entry->table,
+					      pc - entry->bias, row, budget);
 		rcu_read_unlock();
 		return ret;
 	}
@@ -1116,6 +1213,9 @@ int sframe_registry_list(struct mm_struct *mm, struct sframe_section_info *out,
 	mutex_lock(&smm->lock);
 	sframe_mm_reap_dead(smm);
 	mt_for_each(&smm->sections, entry, index, ULONG_MAX) {
+		/* Stale entries cover nothing; the next walk there erases them. */
+		if (!sframe_entry_live(entry))
+			continue;
 		if (n < max) {
 			const struct sframe_range *r = &entry->range;
 

@@ -82,10 +82,25 @@ int sframe_unregister_section(struct mm_struct *mm, u64 text_start);
  * Remember that pc, in the executable mapping [start, end), has no
  * usable .sframe (discovery): a "none" entry for the free range around pc
  * within the mapping (the mapping less the entries already in it).  0 if
- * recorded or pc is covered by now; else an error.
+ * recorded or pc is covered by now; else an error.  files_gen: the file
+ * store's generation, read before discovery asked the store.
  */
 int sframe_register_none(struct mm_struct *mm, unsigned long pc,
-			 unsigned long start, unsigned long end);
+			 unsigned long start, unsigned long end, u64 files_gen);
+/*
+ * Cover the executable mapping of f's file that starts at map_start with
+ * file offset map_offset, by reference to the file store's section.
+ * Process context.  0, -EEXIST (a section covers part of the text), or
+ * an error as for a registration.
+ */
+struct sframe_file;
+int sframe_register_file(struct mm_struct *mm, struct sframe_file *f,
+			 unsigned long map_start, unsigned long map_offset);
+/*
+ * Erase the entry at pc if it is stale: attached to a file the store has
+ * dropped, or a "none" entry older than the store's last change.
+ */
+void sframe_registry_drop_stale(struct mm_struct *mm, unsigned long pc);
 
 /*
  * The registry of mm, or NULL.  The result stays valid while mm has users

@@ -33,8 +33,11 @@
  *    SFRAME_IOC_SESSION_START returns the buffer's size in buffer_size.
  * 4: sample records may carry SFRAME_SAMPLE_F_CROSS_TASK and
  *    SFRAME_SAMPLE_F_NOT_DUMPABLE (no layout change).
+ * 5: sections kept per file (SFRAME_IOC_FILE_SUPPLY, _FILE_REMOVE,
+ *    _FILE_LIST; SFRAME_SOURCE_FILE; struct sframe_stats grows to
+ *    SFRAME_STATS_SIZE_VER2).
  */
-#define SFRAME_UNWIND_ABI_VERSION 4
+#define SFRAME_UNWIND_ABI_VERSION 5
 
 /* Largest .sframe section the module accepts (bytes). */
 #define SFRAME_MAX_SECTION_SIZE (64u << 20)
@@ -269,9 +272,19 @@ struct sframe_stats {
 	__u64 user_sessions_limit;
 	__u64 user_session_bytes;
 	__u64 user_session_bytes_limit;
+	/* Since SFRAME_STATS_SIZE_VER2: the file store (see
+	   SFRAME_IOC_FILE_SUPPLY). */
+	__u64 file_entries;     /* files with a section now */
+	__u64 file_bytes;       /* kernel memory their sections hold now */
+	__u64 file_bytes_limit; /* bound of file_bytes (file_max_kb) */
+	__u64 file_attaches;    /* mappings covered from the store, ever */
+	__u64 file_invalidated; /* entries dropped because their file was
+				   written, opened for writing, truncated or
+				   deleted, ever */
 };
 #define SFRAME_STATS_SIZE_VER0 120
 #define SFRAME_STATS_SIZE_VER1 184
+#define SFRAME_STATS_SIZE_VER2 224
 
 /*
  * ---- Sections for another process, and what a process has --------------
@@ -342,6 +355,9 @@ struct sframe_supply {
 #define SFRAME_SOURCE_REGISTERED 1 /* SFRAME_IOC_REGISTER by the process */
 #define SFRAME_SOURCE_DISCOVERED 2 /* found by the module in a mapped file */
 #define SFRAME_SOURCE_SUPPLIED   3 /* SFRAME_IOC_SUPPLY, held by the module */
+#define SFRAME_SOURCE_FILE       5 /* the file store's section for the
+				      mapped file (SFRAME_IOC_FILE_SUPPLY),
+				      shared by every mapping of it */
 #define SFRAME_SOURCE_NONE       4 /* (part of) an executable mapping
 				      discovery found no usable .sframe for:
 				      none in the file, a bad one, or one
@@ -389,6 +405,121 @@ struct sframe_list_sections {
 	__u64 reserved[2]; /* 0 */
 };
 #define SFRAME_LIST_SECTIONS_SIZE_VER0 48
+
+/*
+ * ---- Sections kept per file (the file store) ------------------------------
+ *
+ * SFRAME_IOC_FILE_SUPPLY: give the module an SFrame section for an ELF
+ * file, by value, given as an open descriptor (fd, opened for reading).
+ * Every executable mapping of that file, in every process, now or later,
+ * is then covered by the one kernel copy: the walk finds it the way
+ * discovery finds a file's own .sframe, with no copy per process and no
+ * call from user space.  The section describes the file as linked:
+ * sframe_vaddr is where the file's headers would put it at load bias 0
+ * (PC-relative FDE addresses count from there), and its FDEs must lie
+ * within the text of the file's executable PT_LOAD segments, which the
+ * module reads from the file itself.  This is how a coverage service
+ * (sframe-coverd) covers every library of the machine at once.
+ *
+ * Keyed by the file's inode (for an overlayfs file, the inode of the file
+ * it maps), never by a path: a file renamed over it, a bind mount or a
+ * container's file of the same path is another inode.  The entry holds a
+ * reference on the inode and watches it (fsnotify): the moment the file is
+ * written, truncated, opened for writing or deleted, the entry is dropped,
+ * and walks stop using it (file_invalidated counts these).
+ *
+ * CAP_SYS_ADMIN only, not CAP_PERFMON: an entry changes how every process
+ * of every user that maps the file is unwound (a wrong section makes their
+ * stacks lie, which CAP_PERFMON, a right to observe, does not grant), and
+ * it pins an inode and kernel memory that no process or user owns.  The
+ * bytes are charged to the caller's memory cgroup, and bounded in total by
+ * the module parameter file_max_kb (at most SFRAME_FILE_MAX_TOTAL) and in
+ * number by SFRAME_FILE_MAX_ENTRIES.
+ *
+ * On success, id is the entry's identity (never reused while the module is
+ * loaded).  Errors:
+ *   EPERM    no CAP_SYS_ADMIN
+ *   EBADF    fd is not open for reading
+ *   EINVAL   size, flags, reserved fields; fd not a regular file
+ *   ENOEXEC  not a 64-bit little-endian x86-64 ELF executable or shared
+ *            object with an executable PT_LOAD (at most
+ *            SFRAME_FILE_MAX_LOADS of them)
+ *   E2BIG    sframe_len above SFRAME_MAX_SECTION_SIZE
+ *   ETXTBSY  the file is open for writing somewhere
+ *   EEXIST   the file has an entry (SFRAME_FILE_F_REPLACE replaces it)
+ *   EDQUOT   the store would hold more than file_max_kb
+ *   ENOSPC   the store has SFRAME_FILE_MAX_ENTRIES entries
+ *   EAGAIN   the file changed while it was being supplied
+ *   EFAULT, ENOMEM, EINTR, and what validation says of the section, as
+ *   SFRAME_IOC_REGISTER (EINVAL, ENOEXEC, EOPNOTSUPP)
+ */
+#define SFRAME_FILE_MAX_TOTAL   (1024u << 20)
+#define SFRAME_FILE_MAX_ENTRIES 65536
+#define SFRAME_FILE_MAX_LOADS   8
+#define SFRAME_FILE_F_REPLACE   0x1
+
+struct sframe_file_supply {
+	__u32 size;         /* sizeof(struct sframe_file_supply) */
+	__u32 flags;        /* SFRAME_FILE_F_* */
+	__s32 fd;           /* the file */
+	__u32 reserved0;    /* 0 */
+	__u64 sframe_data;  /* the section's bytes, in the caller's memory */
+	__u64 sframe_len;
+	__u64 sframe_vaddr; /* where it counts as loaded at bias 0 */
+	__u64 id;           /* out: the entry */
+	__u64 reserved[2];  /* 0 */
+};
+#define SFRAME_FILE_SUPPLY_SIZE_VER0 64
+
+/*
+ * SFRAME_IOC_FILE_REMOVE: drop the entry id, or with id 0 the entry of the
+ * file fd.  Mappings it covers lose their coverage at once.  CAP_SYS_ADMIN.
+ * Errors: EPERM, EINVAL, EBADF, ENOENT (no such entry).
+ */
+struct sframe_file_remove {
+	__u32 size;        /* sizeof(struct sframe_file_remove) */
+	__u32 flags;       /* 0 */
+	__s32 fd;          /* with id 0: the file whose entry goes */
+	__u32 reserved0;   /* 0 */
+	__u64 id;          /* the entry, or 0 */
+	__u64 reserved[2]; /* 0 */
+};
+#define SFRAME_FILE_REMOVE_SIZE_VER0 40
+
+struct sframe_file_info {
+	__u64 id;
+	__u64 dev;           /* the inode's device (new_encode_dev()) */
+	__u64 ino;
+	__u64 file_size;     /* at supply */
+	__u64 sframe_len;
+	__u64 sframe_vaddr;
+	__u64 text_vaddr;    /* the text described, at bias 0 */
+	__u64 text_len;
+	__u64 covered_bytes; /* text bytes its FDEs give rows for */
+	__u64 attaches;      /* mappings covered by it, ever */
+	__u32 version;       /* SFrame version */
+	__u32 nr_fdes;
+	__u32 nr_fdes_skipped;
+	__u32 reserved0;
+};
+
+/*
+ * SFRAME_IOC_FILE_LIST: the store's entries, by id.  Up to max_entries
+ * into entries; nr_entries says how many there are.  Open to every user:
+ * an entry tells a device and inode number and sizes, as /proc/locks does.
+ * Errors: EINVAL (size, flags, reserved, max_entries above
+ * SFRAME_FILE_MAX_ENTRIES), E2BIG, EFAULT, ENOMEM, EAGAIN (the store kept
+ * growing while it was copied: ask again).
+ */
+struct sframe_file_list {
+	__u32 size;        /* sizeof(struct sframe_file_list) */
+	__u32 flags;       /* 0 */
+	__u32 max_entries;
+	__u32 nr_entries;  /* out */
+	__u64 entries;     /* address of sframe_file_info[max_entries] */
+	__u64 reserved[2]; /* 0 */
+};
+#define SFRAME_FILE_LIST_SIZE_VER0 40
 
 #define SFRAME_IOC_MAGIC 0xF5
 #define SFRAME_IOC_REGISTER    _IOW(SFRAME_IOC_MAGIC, 1, struct sframe_register)
@@ -639,5 +770,8 @@ struct sframe_session_mmap_page {
 #define SFRAME_IOC_SESSION_STATS _IOWR(SFRAME_IOC_MAGIC, 6, struct sframe_session_stats)
 #define SFRAME_IOC_SUPPLY        _IOW(SFRAME_IOC_MAGIC, 7, struct sframe_supply)
 #define SFRAME_IOC_LIST_SECTIONS _IOWR(SFRAME_IOC_MAGIC, 8, struct sframe_list_sections)
+#define SFRAME_IOC_FILE_SUPPLY   _IOWR(SFRAME_IOC_MAGIC, 9, struct sframe_file_supply)
+#define SFRAME_IOC_FILE_REMOVE   _IOW(SFRAME_IOC_MAGIC, 10, struct sframe_file_remove)
+#define SFRAME_IOC_FILE_LIST     _IOWR(SFRAME_IOC_MAGIC, 11, struct sframe_file_list)
 
 #endif /* _UAPI_SFRAME_UNWIND_H */

@@ -261,4 +261,21 @@ static inline void sframe_vm_flags_clear(struct vm_area_struct *vma,
 }
 #endif
 
+/*
+ * An inode's ctime: through inode_get_ctime() from 6.6 on (the field
+ * became private to multigrain timestamps); Debian's 6.1 has the helper
+ * backported, so the header is asked (SFRAME_HAVE_INODE_GET_CTIME).
+ */
+#ifdef SFRAME_HAVE_INODE_GET_CTIME
+static inline struct timespec64 sframe_inode_ctime(const struct inode *inode)
+{
+	return inode_get_ctime(inode);
+}
+#else
+static inline struct timespec64 sframe_inode_ctime(const struct inode *inode)
+{
+	return inode->i_ctime;
+}
+#endif
+
 #endif /* SFRAME_COMPAT_H */

@@ -97,6 +97,9 @@ enum Op {
   kSessionStats,
   kSupply,
   kList,
+  kFileSupply,
+  kFileRemove,
+  kFileList,
   kUnknown,  // numbers the uapi does not define
   kNumIoctlOps,
   kRead = kNumIoctlOps,  // read() on a session file (or a plain one)
@@ -105,12 +108,14 @@ enum Op {
 };
 const char* const kOpNames[kNumOps] = {"REGISTER",      "UNREGISTER", "UNWIND_SELF",
                                        "GET_STATS",     "SESSION_START", "SESSION_STATS",
-                                       "SUPPLY",        "LIST_SECTIONS", "unknown",
+                                       "SUPPLY",        "LIST_SECTIONS", "FILE_SUPPLY",
+                                       "FILE_REMOVE",   "FILE_LIST",     "unknown",
                                        "read",          "poll"};
 const unsigned long kCmds[kNumIoctlOps - 1] = {
     SFRAME_IOC_REGISTER,      SFRAME_IOC_UNREGISTER,    SFRAME_IOC_UNWIND_SELF,
     SFRAME_IOC_GET_STATS,     SFRAME_IOC_SESSION_START, SFRAME_IOC_SESSION_STATS,
-    SFRAME_IOC_SUPPLY,        SFRAME_IOC_LIST_SECTIONS};
+    SFRAME_IOC_SUPPLY,        SFRAME_IOC_LIST_SECTIONS, SFRAME_IOC_FILE_SUPPLY,
+    SFRAME_IOC_FILE_REMOVE,   SFRAME_IOC_FILE_LIST};
 
 // The errnos uapi/sframe_unwind.h documents for each call.  EINVAL, E2BIG
 // and EFAULT apply to every ioctl: the size rule of the header comment
@@ -143,6 +148,14 @@ bool Documented(int op, int err) {
              err == EDQUOT;
     case kList:
       return err == ESRCH || err == EPERM || err == ENOMEM;
+    case kFileSupply:
+      return err == EPERM || err == EBADF || err == ENOEXEC || err == EOPNOTSUPP ||
+             err == ETXTBSY || err == EEXIST || err == EDQUOT || err == ENOSPC || err == ENOMEM ||
+             err == EAGAIN || err == EINTR;
+    case kFileRemove:
+      return err == EPERM || err == EBADF || err == ENOENT;
+    case kFileList:
+      return err == ENOMEM || err == EAGAIN;
   }
   return false;
 }
@@ -966,7 +979,7 @@ struct Thread {
       if (out.entries == reinterpret_cast<uint64_t>(entries)) {
         for (uint32_t i = 0; i < std::min(out.nr_entries, out.max_entries) && i < 4096; i++) {
           const sframe_section_info& e = entries[i];
-          if (e.source < SFRAME_SOURCE_REGISTERED || e.source > SFRAME_SOURCE_NONE ||
+          if (e.source < SFRAME_SOURCE_REGISTERED || e.source > SFRAME_SOURCE_FILE ||
               e.text_len == 0) {
             bad = true;
           }
@@ -982,6 +995,60 @@ struct Thread {
         Fail("impossible LIST_SECTIONS result", kList, SFRAME_IOC_LIST_SECTIONS, arg, 0, 0, reply);
       }
     }
+  }
+
+  // The file store: as root a supply for this program's own file may
+  // succeed (its section then covers every process of it), so an entry
+  // made here is removed at once.
+  void DoFile() {
+    const int op = kFileSupply + static_cast<int>(rng.Below(3));
+    if (op == kFileList) {
+      sframe_file_list l{};
+      l.flags = Flags(0);
+      static const uint32_t kMax[] = {0, 1, 2, 8, 65536, 65537, 0xffffffffu};
+      l.max_entries = rng.OneIn(16) ? rng.Pick(kMax) : static_cast<uint32_t>(rng.Below(4));
+      l.entries = rng.OneIn(4) ? OutAddr() : reinterpret_cast<uint64_t>(entries);
+      l.nr_entries = rng.OneIn(8) ? static_cast<uint32_t>(rng.Next()) : 0;
+      l.reserved[rng.Below(2)] = Reserved();
+      Call(kFileList, Fd(), Cmd(kFileList), Put(&l, SFRAME_FILE_LIST_SIZE_VER0), sizeof(l));
+      return;
+    }
+    // A file: this program (a regular ELF file), the device, none.
+    const int self = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    const int fds[] = {self, w->dev, -1, 1000000};
+    const int fd = rng.Pick(fds);
+    if (op == kFileRemove) {
+      sframe_file_remove r{};
+      r.flags = Flags(0);
+      r.fd = fd;
+      r.reserved0 = static_cast<uint32_t>(Reserved());
+      r.id = rng.OneIn(2) ? 0 : rng.OneIn(2) ? rng.Below(64) : rng.Next();
+      r.reserved[rng.Below(2)] = Reserved();
+      Call(kFileRemove, Fd(), Cmd(kFileRemove), Put(&r, SFRAME_FILE_REMOVE_SIZE_VER0), sizeof(r));
+    } else {
+      const Valid& v = AnyValid();
+      auto [data, len] = Section(v);
+      sframe_file_supply f{};
+      f.flags = Flags(rng.OneIn(2) ? SFRAME_FILE_F_REPLACE : 0);
+      f.fd = fd;
+      f.reserved0 = static_cast<uint32_t>(Reserved());
+      f.sframe_data = rng.OneIn(8) ? Addr() : data;
+      f.sframe_len = rng.OneIn(8) ? Len(len) : len;
+      if (f.sframe_len > (1u << 20)) f.sframe_len = len;
+      f.sframe_vaddr = rng.OneIn(4) ? Addr() : v.addr;
+      f.reserved[rng.Below(2)] = Reserved();
+      const uint64_t arg = Put(&f, SFRAME_FILE_SUPPLY_SIZE_VER0);
+      if (Call(kFileSupply, Fd(), Cmd(kFileSupply), arg, sizeof(f)) == 0 &&
+          InArena(arg, SFRAME_FILE_SUPPLY_SIZE_VER0)) {
+        sframe_file_supply out;
+        std::memcpy(&out, reinterpret_cast<void*>(arg), SFRAME_FILE_SUPPLY_SIZE_VER0);
+        sframe_file_remove r{};
+        r.size = sizeof(r);
+        r.id = out.id;
+        RawIoctl(w->dev, SFRAME_IOC_FILE_REMOVE, reinterpret_cast<uint64_t>(&r));
+      }
+    }
+    if (self >= 0) close(self);
   }
 
   void DoSessionStart() {
@@ -1028,7 +1095,7 @@ struct Thread {
     switch (rng.Below(4)) {
       case 0: {
         // The module's magic with a number it does not define.
-        const unsigned nr = rng.OneIn(4) ? 0 : 9 + static_cast<unsigned>(rng.Below(247));
+        const unsigned nr = rng.OneIn(4) ? 0 : 12 + static_cast<unsigned>(rng.Below(244));
         cmd = _IOC(rng.Below(4), SFRAME_IOC_MAGIC, nr, rng.Below(1u << _IOC_SIZEBITS));
         break;
       }
@@ -1205,7 +1272,8 @@ struct Thread {
     else if (r < 78) DoList();
     else if (r < 81) DoSessionStart();
     else if (r < 85) DoSessionStats();
-    else if (r < 92) DoUnknown();
+    else if (r < 89) DoUnknown();
+    else if (r < 92) DoFile();
     else if (r < 96) DoRead();
     else DoPoll();
   }

@@ -24,11 +24,21 @@
 //   sframe-client supply PID FILE...
 //                                 hand the .sframe of each FILE (as mapped
 //                                 in PID) to the module for PID
+//   sframe-client file-supply [--replace] FILE...
+//                                 make SFrame for each ELF FILE from its
+//                                 .eh_frame and keep it in the module's
+//                                 file store, for every mapping of FILE
+//                                 in every process (CAP_SYS_ADMIN)
+//   sframe-client file-remove FILE|ID...
+//                                 drop FILE's (or entry ID's) section
+//   sframe-client files           the file store's entries
 //   sframe-client flamegraph [-t TITLE] [FOLDED_FILE] > out.svg
 //                                 an interactive SVG flame graph of folded
 //                                 stacks ("a;b;c COUNT" lines, stdin if no
 //                                 file; see sframe_client/flamegraph.h)
+#include <fcntl.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cinttypes>
@@ -38,6 +48,7 @@
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <utility>
 
 #include "sframe_client/sframe_client.hpp"
 #include "sframe_gen/eh_frame.h"
@@ -66,6 +77,9 @@ int usage(FILE* out) {
                "(-p PID | -a | -- COMMAND [ARGS...])\n"
                "       sframe-client list [PID]\n"
                "       sframe-client supply PID FILE...\n"
+               "       sframe-client file-supply [--replace] FILE...\n"
+               "       sframe-client file-remove FILE|ID...\n"
+               "       sframe-client files\n"
                "       sframe-client flamegraph [-t TITLE] [FOLDED_FILE] > out.svg\n"
 #ifdef SFRAME_CLIENT_HAVE_DECODER
                "       sframe-client sections [--fdes] FILE\n"
@@ -109,6 +123,69 @@ int cmd_stats(int argc, char** argv) {
   held("user_supplied_bytes", s.user_supplied_bytes, s.user_supplied_limit);
   held("user_sessions", s.user_sessions, s.user_sessions_limit);
   held("user_session_bytes", s.user_session_bytes, s.user_session_bytes_limit);
+  const sframe::FileStoreStats f = dev.file_store_stats();
+  std::printf("file_entries           %" PRIu64 "\n", f.entries);
+  held("file_bytes", f.bytes, f.bytes_limit);
+  std::printf("file_attaches          %" PRIu64 "\n", f.attaches);
+  std::printf("file_invalidated       %" PRIu64 "\n", f.invalidated);
+  return 0;
+}
+
+int cmd_file_supply(int argc, char** argv) {
+  bool replace = false;
+  int first = 0;
+  if (argc > 0 && std::strcmp(argv[0], "--replace") == 0) {
+    replace = true;
+    first = 1;
+  }
+  if (first >= argc) return usage(stderr);
+  sframe::Device dev;
+  for (int i = first; i < argc; i++) {
+    // One open file: the bytes generated are those of the inode supplied.
+    sframe::OpenedFile opened = sframe::open_object_file(argv[i]);
+    sframe::UniqueFd fd;
+    fd.reset(dup(opened.fd.get()));
+    if (!fd) throw sframe::Error(errno, sframe::op::kOpen, argv[i]);
+    sframe::GeneratedSframe g =
+        sframe::generate_sframe(sframe::ObjectFile::read(std::move(opened), argv[i]));
+    uint64_t id = dev.supply_file(fd.get(), g.bytes.data(), g.bytes.size(), g.section_vaddr,
+                                  replace, argv[i]);
+    std::printf("%s: entry %" PRIu64 ", %zu bytes of SFrame\n", argv[i], id, g.bytes.size());
+  }
+  return 0;
+}
+
+int cmd_file_remove(int argc, char** argv) {
+  if (argc < 1) return usage(stderr);
+  sframe::Device dev;
+  for (int i = 0; i < argc; i++) {
+    char* end = nullptr;
+    unsigned long long id = std::strtoull(argv[i], &end, 10);
+    if (end != argv[i] && *end == '\0' && id) {
+      dev.remove_file(id);
+    } else {
+      sframe::UniqueFd fd = sframe::UniqueFd::open(argv[i], O_RDONLY);
+      dev.remove_file_of(fd.get(), argv[i]);
+    }
+  }
+  return 0;
+}
+
+int cmd_files(int argc, char**) {
+  if (argc) return usage(stderr);
+  sframe::Device dev;
+  std::printf("%6s %-12s %10s %10s %10s %3s %6s %4s %8s\n", "ID", "DEV:INODE", "FILESIZE", "SFRAME",
+              "COVERED", "VER", "FDES", "SKIP", "MAPPINGS");
+  for (const sframe::FileInfo& f : dev.list_files()) {
+    char key[40];
+    std::snprintf(key, sizeof(key), "%" PRIx64 ":%" PRIu64, static_cast<uint64_t>(f.dev),
+                  static_cast<uint64_t>(f.ino));
+    std::printf("%6" PRIu64 " %-12s %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %3" PRIu32
+                " %6" PRIu32 " %4" PRIu32 " %8" PRIu64 "\n",
+                static_cast<uint64_t>(f.id), key, static_cast<uint64_t>(f.file_size),
+                static_cast<uint64_t>(f.sframe_len), static_cast<uint64_t>(f.covered_bytes),
+                f.version, f.nr_fdes, f.nr_fdes_skipped, static_cast<uint64_t>(f.attaches));
+  }
   return 0;
 }
 
@@ -339,6 +416,9 @@ int main(int argc, char** argv) {
     if (cmd == "record") return cmd_record(argc - 2, argv + 2);
     if (cmd == "list") return cmd_list(argc - 2, argv + 2);
     if (cmd == "supply") return cmd_supply(argc - 2, argv + 2);
+    if (cmd == "file-supply") return cmd_file_supply(argc - 2, argv + 2);
+    if (cmd == "file-remove") return cmd_file_remove(argc - 2, argv + 2);
+    if (cmd == "files") return cmd_files(argc - 2, argv + 2);
     if (cmd == "flamegraph") return cmd_flamegraph(argc - 2, argv + 2);
 #ifdef SFRAME_CLIENT_HAVE_DECODER
     if (cmd == "sections") return cmd_sections(argc - 2, argv + 2);

@@ -95,8 +95,9 @@ WL_NOIPA uint64_t wl_dl_leaf(uint64_t x) {
   return x;
 }
 
-// libvmtest_wldl.so next to this program: wl_dl_spin calls back into
-// wl_dl_leaf.  Returns -1 when the library cannot be loaded.
+// libvmtest_wldl.so next to this program (or $SFRAME_WORKLOAD_DL_PATH):
+// wl_dl_spin calls back into wl_dl_leaf.  Returns -1 when the library
+// cannot be loaded.
 WL_NOIPA long wl_dlspin_a() {
   char self[4096];
   ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -104,6 +105,8 @@ WL_NOIPA long wl_dlspin_a() {
   self[n] = 0;
   std::string path(self);
   path = path.substr(0, path.rfind('/') + 1) + "libvmtest_wldl.so";
+  // Another copy of the library (file_store_vmtest: one without .sframe).
+  if (const char* other = getenv("SFRAME_WORKLOAD_DL_PATH")) path = other;
   void* h = dlopen(path.c_str(), RTLD_NOW);
   if (!h) return -1;
   auto spin = reinterpret_cast<uint64_t (*)(uint64_t (*)(uint64_t), uint64_t)>(

@@ -75,6 +75,8 @@ std::string to_string(Source source) {
       return "supplied";
     case Source::kNone:
       return "none";
+    case Source::kFile:
+      return "file";
   }
   return "source(" + std::to_string(static_cast<uint32_t>(source)) + ")";
 }
@@ -181,6 +183,73 @@ std::vector<SectionInfo> Device::list_sections(pid_t pid) const {
     out.push_back(info);
   }
   return out;
+}
+
+uint64_t Device::supply_file(int file_fd, const void* data, uint64_t len, uint64_t sframe_vaddr,
+                             bool replace, const std::string& object) const {
+  sframe_file_supply req{};
+  req.size = sizeof(req);
+  req.flags = replace ? SFRAME_FILE_F_REPLACE : 0;
+  req.fd = file_fd;
+  req.sframe_data = reinterpret_cast<uintptr_t>(data);
+  req.sframe_len = len;
+  req.sframe_vaddr = sframe_vaddr;
+  if (int err = do_ioctl(fd(), SFRAME_IOC_FILE_SUPPLY, &req)) {
+    throw Error(err, op::kFileSupply, object);
+  }
+  return req.id;
+}
+
+void Device::remove_file(uint64_t id) const {
+  sframe_file_remove req{};
+  req.size = sizeof(req);
+  req.id = id;
+  if (int err = do_ioctl(fd(), SFRAME_IOC_FILE_REMOVE, &req)) {
+    throw Error(err, op::kFileRemove, "entry " + std::to_string(id));
+  }
+}
+
+void Device::remove_file_of(int file_fd, const std::string& object) const {
+  sframe_file_remove req{};
+  req.size = sizeof(req);
+  req.fd = file_fd;
+  if (int err = do_ioctl(fd(), SFRAME_IOC_FILE_REMOVE, &req)) {
+    throw Error(err, op::kFileRemove, object);
+  }
+}
+
+std::vector<FileInfo> Device::list_files() const {
+  std::vector<FileInfo> raw;
+  sframe_file_list req{};
+  // The store may grow between the count and the copy: ask again.
+  for (;;) {
+    req = {};
+    req.size = sizeof(req);
+    req.max_entries = static_cast<uint32_t>(raw.size());
+    req.entries = reinterpret_cast<uintptr_t>(raw.data());
+    if (int err = do_ioctl(fd(), SFRAME_IOC_FILE_LIST, &req)) {
+      throw Error(err, op::kFileList, path_);
+    }
+    if (req.nr_entries <= raw.size()) break;
+    raw.resize(req.nr_entries + 8);
+  }
+  raw.resize(req.nr_entries);
+  return raw;
+}
+
+FileStoreStats Device::file_store_stats() const {
+  sframe_stats st{};
+  st.size = sizeof(st);
+  if (int err = do_ioctl(fd(), SFRAME_IOC_GET_STATS, &st)) {
+    throw Error(err, op::kGetStats, path_);
+  }
+  FileStoreStats s;
+  s.entries = st.file_entries;
+  s.bytes = st.file_bytes;
+  s.bytes_limit = st.file_bytes_limit;
+  s.attaches = st.file_attaches;
+  s.invalidated = st.file_invalidated;
+  return s;
 }
 
 Stats Device::stats() const {

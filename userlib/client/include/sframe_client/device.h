@@ -66,7 +66,22 @@ enum class Source : uint32_t {
   kDiscovered = SFRAME_SOURCE_DISCOVERED,  // the module found it in a mapped file
   kSupplied = SFRAME_SOURCE_SUPPLIED,      // given by value (SFRAME_IOC_SUPPLY)
   kNone = SFRAME_SOURCE_NONE,              // a mapping discovery found without .sframe
+  kFile = SFRAME_SOURCE_FILE,              // the file store's section for the mapped file
 };
+
+// The file store (SFRAME_IOC_FILE_*): its counters from SFRAME_IOC_GET_STATS,
+// all zero from a module older than SFRAME_STATS_SIZE_VER2.  A struct of its
+// own, so that Stats keeps its size (it is part of the ABI).
+struct FileStoreStats {
+  uint64_t entries = 0;      // files with a section now
+  uint64_t bytes = 0;        // kernel memory their sections hold
+  uint64_t bytes_limit = 0;  // the bound (module parameter file_max_kb)
+  uint64_t attaches = 0;     // mappings covered from the store, ever
+  uint64_t invalidated = 0;  // entries dropped because their file changed, ever
+};
+
+// One entry of the file store (struct sframe_file_info).
+using FileInfo = sframe_file_info;
 
 // "registered", "discovered", "supplied", "none"; "source(<n>)" otherwise.
 SFRAME_CLIENT_API std::string to_string(Source source);
@@ -146,6 +161,23 @@ class SFRAME_CLIENT_API Device {
 
   // SFRAME_IOC_GET_STATS.  Throws sframe::Error(op::kGetStats).
   Stats stats() const;
+  FileStoreStats file_store_stats() const;
+
+  // SFRAME_IOC_FILE_SUPPLY: the section [data, data + len) for the ELF file
+  // open at fd, counted as loaded at sframe_vaddr at load bias 0, for every
+  // mapping of the file in every process.  CAP_SYS_ADMIN.  Returns the
+  // entry's id.  object names the file in errors.  Throws
+  // sframe::Error(op::kFileSupply): EEXIST if the file has an entry and
+  // replace is false, ETXTBSY if it is open for writing, and see the uapi.
+  uint64_t supply_file(int fd, const void* data, uint64_t len, uint64_t sframe_vaddr,
+                       bool replace, const std::string& object) const;
+  // SFRAME_IOC_FILE_REMOVE: the entry id, or the entry of the file at fd.
+  // Throws sframe::Error(op::kFileRemove), ENOENT when there is none.
+  void remove_file(uint64_t id) const;
+  void remove_file_of(int fd, const std::string& object) const;
+  // SFRAME_IOC_FILE_LIST: the store's entries, in id order.  Throws
+  // sframe::Error(op::kFileList).
+  std::vector<FileInfo> list_files() const;
 
   // SFRAME_IOC_UNWIND_SELF: the calling thread's stack, with the methods in
   // flags (SFRAME_UNWIND_F_*).  Throws sframe::Error(op::kUnwindSelf).
