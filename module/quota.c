@@ -119,14 +119,7 @@ void sframe_user_put(struct sframe_user *user)
 int sframe_user_charge(struct sframe_user *user, enum sframe_quota_res res,
 		       u64 n, u64 limit)
 {
-	atomic64_t *usage = &user->usage[res];
-	s64 old = atomic64_read(usage);
-
-	do {
-		if ((u64)old > limit || n > limit - (u64)old)
-			return -EDQUOT;
-	} while (!atomic64_try_cmpxchg(usage, &old, old + n));
-	return 0;
+	return sframe_charge_within(&user->usage[res], n, limit);
 }
 
 void sframe_user_uncharge(struct sframe_user *user, enum sframe_quota_res res,
