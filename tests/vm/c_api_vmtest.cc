@@ -3,7 +3,8 @@
 // comes back as the same negative errno with the C++ Error's message, the
 // size conventions of the structs, a complete unwind of a C call chain, and
 // a session reading the samples of a perf event the program opened on
-// itself.
+// itself, and the file store (file_store_vmtest's C++ calls): a section
+// supplied for a file as root, listed and removed; -EPERM as a user.
 //
 // This program links the SHARED libsframe-client.so (sframe_add_vmtest
 // SHARED): the frame of sframe::Device::unwind_self, and the C entry point
@@ -11,9 +12,11 @@
 // so sframe_client_register_loaded_objects() covers them.  Chains that must
 // be complete run in a child scenario (vmtest.h): registrations there end
 // with the child and never reach the other tests.
+#include <fcntl.h>
 #include <linux/perf_event.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -22,6 +25,7 @@
 #include <cinttypes>
 #include <climits>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -394,6 +398,219 @@ TEST_F(CApiTest, UnwindSelfResultOfANewerCaller) {
   auto obj = sframe::loaded_object_containing(reinterpret_cast<void*>(frames[0]));
   ASSERT_TRUE(obj);
   EXPECT_NE(obj->path.find("libsframe-client.so"), std::string::npos) << obj->path;
+}
+
+// ---- the file store (0.2.0) -----------------------------------------------------------------
+
+// A copy of this program (a new inode that nothing maps, so that no entry
+// reaches another test) open for reading, and the program's own section for
+// it: the copy has the same program headers, so the section counts as
+// loaded at the program's PT_GNU_SFRAME p_vaddr.
+class CApiFileStoreTest : public CApiTest {
+ protected:
+  void SetUp() override {
+    CApiTest::SetUp();
+    if (HasFatalFailure()) return;
+    char tmpl[] = "/tmp/c-api-file-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr) << std::strerror(errno);
+    dir_ = tmpl;
+    path_ = dir_ + "/copy";
+    {
+      std::ifstream in(self_.path, std::ios::binary);
+      std::ofstream out(path_, std::ios::binary | std::ios::trunc);
+      out << in.rdbuf();
+      ASSERT_TRUE(in && out) << self_.path << " -> " << path_;
+    }  // closed: a file open for writing is ETXTBSY
+    fd_ = open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(fd_, 0) << path_ << ": " << std::strerror(errno);
+    vaddr_ = self_.sframe_addr - self_.base;
+  }
+  void TearDown() override {
+    if (fd_ >= 0) close(fd_);
+    if (!path_.empty()) unlink(path_.c_str());
+    if (!dir_.empty()) rmdir(dir_.c_str());
+    CApiTest::TearDown();
+  }
+  int FileSupply(const std::vector<uint8_t>& bytes, uint32_t flags, uint64_t* id) {
+    return sframe_client_file_supply(cdev_, fd_, bytes.data(), bytes.size(), vaddr_, flags, id);
+  }
+  // The store's entries through the C API: the count, then room for them.
+  std::vector<sframe_client_file_info> Files() {
+    int n = sframe_client_file_list(cdev_, nullptr, 0, 0);
+    EXPECT_GE(n, 0) << ErrMsg();
+    std::vector<sframe_client_file_info> v(n > 0 ? n + 8 : 8);
+    n = sframe_client_file_list(cdev_, v.data(), sizeof(v[0]), v.size());
+    EXPECT_GE(n, 0) << ErrMsg();
+    v.resize(n > 0 ? std::min<size_t>(n, v.size()) : 0);
+    return v;
+  }
+  static const sframe_client_file_info* FindFile(const std::vector<sframe_client_file_info>& v,
+                                                 uint64_t id) {
+    for (const auto& e : v) {
+      if (e.id == id) return &e;
+    }
+    return nullptr;
+  }
+  sframe_client_file_store_stats StoreStats() {
+    sframe_client_file_store_stats st{};
+    st.sz = sizeof(st);
+    EXPECT_EQ(sframe_client_file_store_get_stats(cdev_, &st), 0) << ErrMsg();
+    return st;
+  }
+
+  std::string dir_, path_;
+  int fd_ = -1;
+  uint64_t vaddr_ = 0;
+};
+
+TEST_F(CApiFileStoreTest, SupplyListAndRemoveAFilesSection) {
+  if (!IsRoot()) GTEST_SKIP() << "supplying for a file needs CAP_SYS_ADMIN; the user run checks EPERM";
+  const std::vector<uint8_t> bytes = SelfBytes();
+  const sframe_client_file_store_stats st0 = StoreStats();
+  uint64_t id = 0;
+  ASSERT_EQ(FileSupply(bytes, 0, &id), 0) << ErrMsg();
+  EXPECT_NE(id, 0u);
+  const sframe_client_file_store_stats st1 = StoreStats();
+  EXPECT_EQ(st1.entries, st0.entries + 1);
+  EXPECT_EQ(st1.bytes, st0.bytes + bytes.size());
+  EXPECT_GE(st1.bytes_limit, st1.bytes);
+
+  // The file has an entry: -EEXIST, the message naming the file.
+  uint64_t untouched = 7;
+  EXPECT_EQ(FileSupply(bytes, 0, &untouched), -EEXIST);
+  EXPECT_EQ(untouched, 7u);
+  EXPECT_NE(ErrMsg().find("supply for file " + path_ + ": "), std::string::npos) << ErrMsg();
+  EXPECT_NE(ErrMsg().find("(EEXIST)"), std::string::npos) << ErrMsg();
+
+  // Listed, describing the file and the section as supplied.
+  struct stat sb {};
+  ASSERT_EQ(fstat(fd_, &sb), 0);
+  {
+    const auto files = Files();
+    const sframe_client_file_info* e = FindFile(files, id);
+    ASSERT_NE(e, nullptr) << "entry " << id << " not listed among " << files.size();
+    EXPECT_EQ(e->dev, static_cast<uint64_t>(sb.st_dev));
+    EXPECT_EQ(e->ino, static_cast<uint64_t>(sb.st_ino));
+    EXPECT_EQ(e->file_size, static_cast<uint64_t>(sb.st_size));
+    EXPECT_EQ(e->sframe_len, bytes.size());
+    EXPECT_EQ(e->sframe_vaddr, vaddr_);
+    EXPECT_EQ(e->text_vaddr, self_.text_start - self_.base);
+    EXPECT_EQ(e->text_len, self_.text_len);
+    EXPECT_GT(e->covered_bytes, 0u);
+    EXPECT_EQ(e->version, bytes[2]) << "the section's preamble";
+    EXPECT_GT(e->nr_fdes, 0u);
+    EXPECT_EQ(e->reserved0, 0u);
+    // Room for none: the count only.  A newer caller's larger elements:
+    // zeroes beyond what the library knows.
+    const int total = static_cast<int>(files.size());
+    EXPECT_EQ(sframe_client_file_list(cdev_, nullptr, 0, 0), total);
+    struct Wide {
+      sframe_client_file_info info;
+      uint64_t newer;
+    } wide;
+    std::memset(&wide, 0xa5, sizeof(wide));
+    EXPECT_EQ(sframe_client_file_list(cdev_, &wide.info, sizeof(wide), 1), total);
+    EXPECT_EQ(wide.newer, 0u);
+  }
+
+  // Replaced: a new id, the old one gone.
+  uint64_t id2 = 0;
+  ASSERT_EQ(FileSupply(bytes, SFRAME_FILE_F_REPLACE, &id2), 0) << ErrMsg();
+  EXPECT_NE(id2, id);
+  EXPECT_EQ(FindFile(Files(), id), nullptr);
+  EXPECT_NE(FindFile(Files(), id2), nullptr);
+  EXPECT_EQ(StoreStats().entries, st0.entries + 1);
+  EXPECT_EQ(sframe_client_file_remove(cdev_, id), -ENOENT) << "the replaced entry";
+
+  // Removed by id, then by file.
+  EXPECT_EQ(sframe_client_file_remove(cdev_, id2), 0) << ErrMsg();
+  EXPECT_EQ(FindFile(Files(), id2), nullptr);
+  EXPECT_EQ(sframe_client_file_remove(cdev_, id2), -ENOENT);
+  EXPECT_NE(ErrMsg().find("entry " + std::to_string(id2)), std::string::npos) << ErrMsg();
+  ASSERT_EQ(FileSupply(bytes, 0, nullptr), 0) << ErrMsg();
+  EXPECT_EQ(StoreStats().entries, st0.entries + 1);
+  EXPECT_EQ(sframe_client_file_remove_fd(cdev_, fd_), 0) << ErrMsg();
+  EXPECT_EQ(sframe_client_file_remove_fd(cdev_, fd_), -ENOENT);
+  EXPECT_NE(ErrMsg().find("remove file entry " + path_ + ": "), std::string::npos) << ErrMsg();
+  EXPECT_EQ(StoreStats().entries, st0.entries);
+  // The bytes are held until fsnotify frees the entry's mark, which it
+  // does from a delayed work (about a second later): up to 5 s.
+  uint64_t bytes_after = 0;
+  for (int i = 0; i < 500; i++) {
+    bytes_after = StoreStats().bytes;
+    if (bytes_after == st0.bytes) break;
+    usleep(10000);
+  }
+  EXPECT_EQ(bytes_after, st0.bytes) << "the removed entries' bytes are still held after 5 s";
+}
+
+TEST_F(CApiFileStoreTest, FileRefusals) {
+  if (!IsRoot()) GTEST_SKIP() << "supplying for a file needs CAP_SYS_ADMIN; the user run checks EPERM";
+  std::vector<uint8_t> bytes = SelfBytes();
+  const size_t entries = Files().size();
+  // Open for writing somewhere.
+  {
+    const int w = open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+    ASSERT_GE(w, 0);
+    EXPECT_EQ(FileSupply(bytes, 0, nullptr), -ETXTBSY);
+    close(w);
+  }
+  EXPECT_EQ(sframe_client_file_supply(cdev_, -1, bytes.data(), bytes.size(), vaddr_, 0, nullptr),
+            -EBADF);
+  EXPECT_NE(ErrMsg().find("supply for file fd -1: "), std::string::npos) << ErrMsg();
+  EXPECT_EQ(sframe_client_file_supply(cdev_, fd_, bytes.data(), 0, vaddr_, 0, nullptr), -EINVAL);
+  EXPECT_EQ(sframe_client_file_supply(cdev_, fd_, bytes.data(), bytes.size(), vaddr_, 0x80,
+                                      nullptr),
+            -EINVAL)
+      << "unknown flags";
+  EXPECT_EQ(sframe_client_file_supply(cdev_, fd_, reinterpret_cast<void*>(0x1000), 256, vaddr_, 0,
+                                      nullptr),
+            -EFAULT);
+  // The device is no regular file.
+  EXPECT_EQ(sframe_client_file_supply(cdev_, sframe_client_fd(cdev_), bytes.data(), bytes.size(),
+                                      vaddr_, 0, nullptr),
+            -EINVAL);
+  bytes[0] ^= 0xff;
+  EXPECT_EQ(FileSupply(bytes, 0, nullptr), -ENOEXEC) << "bad magic";
+  EXPECT_EQ(sframe_client_file_remove(cdev_, ~uint64_t{0}), -ENOENT);
+  EXPECT_EQ(sframe_client_file_remove_fd(cdev_, fd_), -ENOENT);
+  EXPECT_EQ(Files().size(), entries) << "a refusal left an entry";
+}
+
+// As a user: -EPERM for supplying and removing, before anything else is
+// looked at; the list and the counters are open to everyone.  As root: a
+// child that drops to uid 65534 tries the same.
+TEST_F(CApiFileStoreTest, OnlyCapSysAdminSuppliesOrRemovesAndEveryoneLists) {
+  const std::vector<uint8_t> bytes = SelfBytes();
+  auto attempt = [&]() -> int {
+    int rc = 0;
+    uint64_t id = 7;
+    if (FileSupply(bytes, 0, &id) != -EPERM || id != 7) rc |= 1;
+    if (sframe_client_file_remove(cdev_, 1) != -EPERM) rc |= 2;
+    if (sframe_client_file_remove_fd(cdev_, fd_) != -EPERM) rc |= 4;
+    if (sframe_client_file_list(cdev_, nullptr, 0, 0) < 0) rc |= 8;
+    sframe_client_file_store_stats st{};
+    st.sz = sizeof(st);
+    if (sframe_client_file_store_get_stats(cdev_, &st) != 0 || st.bytes_limit == 0) rc |= 16;
+    return rc;
+  };
+  const char* const kWhat = "1: supply, 2: remove, 4: remove_fd not -EPERM; 8: list, "
+                            "16: stats failed; 64: setuid failed";
+  if (!IsRoot()) {
+    EXPECT_EQ(attempt(), 0) << kWhat;
+    EXPECT_NE(ErrMsg().find("(EPERM)"), std::string::npos) << ErrMsg();
+    return;
+  }
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(64);
+    _exit(attempt());
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << kWhat;
 }
 
 }  // namespace

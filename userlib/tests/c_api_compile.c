@@ -46,6 +46,9 @@ int c_api_from_c(void)
 	SFRAME_CLIENT_OPTS(sframe_client_session_opts, opts, .device = "/nonexistent/sframe_unwind",
 			   .buffer_size = 1u << 16);
 	struct sframe_client_stats st = { .sz = sizeof(st) };
+	struct sframe_client_file_store_stats fst = { .sz = sizeof(fst) };
+	struct sframe_client_file_info files[2];
+	uint64_t id = 7;
 
 	if (strcmp(sframe_client_version(), "") == 0)
 		return 1;
@@ -78,6 +81,22 @@ int c_api_from_c(void)
 	ret = sframe_client_parse_records(buf, sizeof(buf), count_record, &counts);
 	if (ret != 2 || counts.samples != 1 || counts.lost != 3 || counts.last_user_pc != 0x401000u)
 		return 7;
+
+	/* The file store (0.2.0): a NULL handle is refused before any ioctl. */
+	if (sframe_client_file_supply(NULL, 0, buf, sizeof(buf), 0x1000, SFRAME_FILE_F_REPLACE,
+				      &id) != -EINVAL || id != 7)
+		return 8;
+	if (sframe_client_file_remove(NULL, 1) != -EINVAL ||
+	    sframe_client_file_remove_fd(NULL, 0) != -EINVAL)
+		return 9;
+	if (sframe_client_file_list(NULL, files, sizeof(files[0]), 2) != -EINVAL)
+		return 10;
+	if (sframe_client_file_store_get_stats(NULL, &fst) != -EINVAL ||
+	    fst.sz != sizeof(fst))
+		return 11;
+	if (sizeof(files[0]) != SFRAME_CLIENT_FILE_INFO_SZ_VER0)
+		return 12;
+
 	sframe_client_close(NULL);
 	sframe_client_session_close(NULL);
 	return 0;

@@ -237,6 +237,55 @@ TEST_F(NotTheDevice, NullArgumentsAreEinval) {
   EXPECT_EQ(sframe_client_register_loaded_objects(dev_, nullptr), -ENOTTY);
 }
 
+// The file store's calls: what the library refuses itself, then the ioctl
+// (ENOTTY here), whose message names the file by its path.
+TEST_F(NotTheDevice, FileStoreArgumentsAndItsIoctls) {
+  const uint8_t bytes[64] = {};
+  uint64_t id = 7;
+  EXPECT_EQ(sframe_client_file_supply(dev_, 0, bytes, sizeof(bytes), 0x1000, 0x2, &id), -EINVAL);
+  EXPECT_EQ(ErrMsg(), "sframe_client_file_supply: flags other than SFRAME_FILE_F_REPLACE (EINVAL)");
+  EXPECT_EQ(id, 7u) << "untouched on failure";
+  EXPECT_EQ(sframe_client_file_remove(dev_, 0), -EINVAL);
+  EXPECT_EQ(ErrMsg(), "sframe_client_file_remove: id is 0 (no entry has it) (EINVAL)");
+
+  sframe_client_file_info info[2];
+  EXPECT_EQ(sframe_client_file_list(dev_, nullptr, sizeof(info[0]), 1), -EINVAL);
+  EXPECT_EQ(ErrMsg(), "sframe_client_file_list: entries is NULL with max_entries not 0 (EINVAL)");
+  EXPECT_EQ(sframe_client_file_list(dev_, info, SFRAME_CLIENT_FILE_INFO_SZ_VER0 - 1, 2), -EINVAL);
+  EXPECT_EQ(ErrMsg(),
+            "sframe_client_file_list: entry_sz below SFRAME_CLIENT_FILE_INFO_SZ_VER0 (EINVAL)");
+  // Counting only, and a newer caller's larger elements, get to the ioctl.
+  EXPECT_EQ(sframe_client_file_list(dev_, nullptr, 0, 0), -ENOTTY);
+  EXPECT_EQ(sframe_client_file_list(dev_, info, sizeof(info[0]) + 8, 1), -ENOTTY);
+  EXPECT_EQ(ErrMsg(), "list file entries /dev/null: Inappropriate ioctl for device (ENOTTY)");
+
+  EXPECT_EQ(sframe_client_file_store_get_stats(dev_, nullptr), -EINVAL);
+  EXPECT_EQ(ErrMsg(), "sframe_client_file_store_get_stats: st is NULL (EINVAL)");
+  sframe_client_file_store_stats st{};
+  st.sz = SFRAME_CLIENT_FILE_STORE_STATS_SZ_VER0 - 1;
+  EXPECT_EQ(sframe_client_file_store_get_stats(dev_, &st), -EINVAL);
+  EXPECT_EQ(ErrMsg(),
+            "sframe_client_file_store_get_stats: st->sz below "
+            "SFRAME_CLIENT_FILE_STORE_STATS_SZ_VER0 (EINVAL)");
+  st.sz = sizeof(st);
+  EXPECT_EQ(sframe_client_file_store_get_stats(dev_, &st), -ENOTTY);
+
+  // The file is named by its path, or by its number when it has none.
+  const int fd = sframe_client_fd(dev_);
+  EXPECT_EQ(sframe_client_file_supply(dev_, fd, bytes, sizeof(bytes), 0x1000, 0, &id), -ENOTTY);
+  EXPECT_EQ(ErrMsg(), "supply for file /dev/null: Inappropriate ioctl for device (ENOTTY)");
+  EXPECT_EQ(id, 7u);
+  EXPECT_EQ(sframe_client_file_supply(dev_, -1, bytes, sizeof(bytes), 0x1000,
+                                      SFRAME_FILE_F_REPLACE, nullptr),
+            -ENOTTY);
+  EXPECT_EQ(ErrMsg(), "supply for file fd -1: Inappropriate ioctl for device (ENOTTY)");
+  EXPECT_EQ(sframe_client_file_remove_fd(dev_, fd), -ENOTTY);
+  EXPECT_EQ(ErrMsg(), "remove file entry /dev/null: Inappropriate ioctl for device (ENOTTY)");
+  EXPECT_EQ(sframe_client_file_remove(dev_, 12), -ENOTTY);
+  EXPECT_NE(ErrMsg().find(" entry 12: Inappropriate ioctl for device (ENOTTY)"), std::string::npos)
+      << ErrMsg();
+}
+
 TEST_F(NotTheDevice, MaxFramesAboveTheLibrarysLimit) {
   uint64_t frames[1];
   // Refused before any buffer of that size is made (the C++ layer's bound).
@@ -262,6 +311,17 @@ TEST(CApiDevice, NullHandlesAreEinval) {
   EXPECT_EQ(sframe_client_unwind_self(nullptr, frames, 4, SFRAME_UNWIND_F_SFRAME, nullptr), -EINVAL);
   EXPECT_EQ(sframe_client_register_loaded_objects(nullptr, &n), -EINVAL);
   EXPECT_EQ(sframe_client_register_object_containing(nullptr, &n, nullptr), -EINVAL);
+  uint64_t id = 7;
+  EXPECT_EQ(sframe_client_file_supply(nullptr, 0, bytes, 8, 0x1000, 0, &id), -EINVAL);
+  EXPECT_EQ(ErrMsg(), "sframe_client_file_supply: dev is NULL (EINVAL)");
+  EXPECT_EQ(id, 7u);
+  EXPECT_EQ(sframe_client_file_remove(nullptr, 1), -EINVAL);
+  EXPECT_EQ(sframe_client_file_remove_fd(nullptr, 0), -EINVAL);
+  EXPECT_EQ(sframe_client_file_list(nullptr, nullptr, 0, 0), -EINVAL);
+  EXPECT_EQ(ErrMsg(), "sframe_client_file_list: dev is NULL (EINVAL)");
+  sframe_client_file_store_stats fst{};
+  fst.sz = sizeof(fst);
+  EXPECT_EQ(sframe_client_file_store_get_stats(nullptr, &fst), -EINVAL);
   sframe_client_close(nullptr);  // nothing to do, no crash
 }
 

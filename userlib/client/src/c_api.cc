@@ -5,6 +5,7 @@
 #include "sframe_client/sframe_client.h"
 
 #include <cxxabi.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <climits>
@@ -60,6 +61,13 @@ static_assert(sizeof(sframe_client_unwind_result) == SFRAME_CLIENT_UNWIND_RESULT
 static_assert(sizeof(sframe_client_session_opts) == SFRAME_CLIENT_SESSION_OPTS_SZ_VER0);
 static_assert(sizeof(sframe_client_session_stats) == SFRAME_CLIENT_SESSION_STATS_SZ_VER0);
 static_assert(SFRAME_CLIENT_END_OF(sframe_client_record, lost) == sizeof(sframe_client_record));
+// 0.2.0's structs, the same way.
+static_assert(SFRAME_CLIENT_END_OF(sframe_client_file_info, reserved0) ==
+              SFRAME_CLIENT_FILE_INFO_SZ_VER0);
+static_assert(SFRAME_CLIENT_END_OF(sframe_client_file_store_stats, invalidated) ==
+              SFRAME_CLIENT_FILE_STORE_STATS_SZ_VER0);
+static_assert(sizeof(sframe_client_file_info) == SFRAME_CLIENT_FILE_INFO_SZ_VER0);
+static_assert(sizeof(sframe_client_file_store_stats) == SFRAME_CLIENT_FILE_STORE_STATS_SZ_VER0);
 
 thread_local std::string t_errmsg;
 
@@ -131,6 +139,26 @@ bool tail_is_zero(const void* s, size_t sz, size_t known) {
     if (p[i] != 0) return false;
   }
   return true;
+}
+
+// The file open at fd, for a message: its path, else "fd N".
+std::string fd_object(int fd) {
+  char link[64], path[4096];
+  std::snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+  const ssize_t n = fd >= 0 ? readlink(link, path, sizeof(path) - 1) : -1;
+  if (n <= 0) return "fd " + std::to_string(fd);
+  return std::string(path, static_cast<size_t>(n));
+}
+
+// Runs f, a call of the file store that names no file, and names the file
+// open at fd in its error: the path is looked up on failure only.
+template <typename F>
+void naming_fd(int fd, F&& f) {
+  try {
+    f();
+  } catch (const sframe::Error& e) {
+    throw sframe::Error(e.err(), e.op(), fd_object(fd));
+  }
 }
 
 // Names of errnos, as static strings (interned once): the C++ errno_name()
@@ -338,6 +366,105 @@ int sframe_client_get_stats(sframe_client_device* dev, sframe_client_stats* st) 
     c.user_sessions_limit = s.user_sessions_limit;
     c.user_session_bytes = s.user_session_bytes;
     c.user_session_bytes_limit = s.user_session_bytes_limit;
+    copy_out(c, st);
+    return 0;
+  });
+}
+
+// ---- the file store --------------------------------------------------------------
+
+int sframe_client_file_supply(sframe_client_device* dev, int fd, const void* data, uint64_t len,
+                              uint64_t sframe_vaddr, uint32_t flags, uint64_t* id) {
+  static const char kFn[] = "sframe_client_file_supply";
+  if (dev == nullptr) return fail_invalid(kFn, "dev is NULL");
+  if (flags & ~static_cast<uint32_t>(SFRAME_FILE_F_REPLACE)) {
+    return fail_invalid(kFn, "flags other than SFRAME_FILE_F_REPLACE");
+  }
+  return guarded(kFn, [&] {
+    uint64_t got = 0;
+    naming_fd(fd, [&] {
+      got = dev->dev.supply_file(fd, data, len, sframe_vaddr,
+                                 (flags & SFRAME_FILE_F_REPLACE) != 0, std::string());
+    });
+    if (id != nullptr) *id = got;
+    return 0;
+  });
+}
+
+int sframe_client_file_remove(sframe_client_device* dev, uint64_t id) {
+  static const char kFn[] = "sframe_client_file_remove";
+  if (dev == nullptr) return fail_invalid(kFn, "dev is NULL");
+  // The ioctl reads id 0 as "the entry of fd", which is not this call.
+  if (id == 0) return fail_invalid(kFn, "id is 0 (no entry has it)");
+  return guarded(kFn, [&] {
+    dev->dev.remove_file(id);
+    return 0;
+  });
+}
+
+int sframe_client_file_remove_fd(sframe_client_device* dev, int fd) {
+  static const char kFn[] = "sframe_client_file_remove_fd";
+  if (dev == nullptr) return fail_invalid(kFn, "dev is NULL");
+  return guarded(kFn, [&] {
+    naming_fd(fd, [&] { dev->dev.remove_file_of(fd, std::string()); });
+    return 0;
+  });
+}
+
+int sframe_client_file_list(sframe_client_device* dev, sframe_client_file_info* entries,
+                            size_t entry_sz, size_t max_entries) {
+  static const char kFn[] = "sframe_client_file_list";
+  if (dev == nullptr) return fail_invalid(kFn, "dev is NULL");
+  if (max_entries != 0 && entries == nullptr) {
+    return fail_invalid(kFn, "entries is NULL with max_entries not 0");
+  }
+  if (max_entries != 0 && entry_sz < SFRAME_CLIENT_FILE_INFO_SZ_VER0) {
+    return fail_invalid(kFn, "entry_sz below SFRAME_CLIENT_FILE_INFO_SZ_VER0");
+  }
+  return guarded(kFn, [&] {
+    const std::vector<sframe::FileInfo> all = dev->dev.list_files();
+    auto* out = reinterpret_cast<unsigned char*>(entries);
+    for (size_t i = 0; i < all.size() && i < max_entries; i++) {
+      sframe_client_file_info e{};
+      e.id = all[i].id;
+      e.dev = all[i].dev;
+      e.ino = all[i].ino;
+      e.file_size = all[i].file_size;
+      e.sframe_len = all[i].sframe_len;
+      e.sframe_vaddr = all[i].sframe_vaddr;
+      e.text_vaddr = all[i].text_vaddr;
+      e.text_len = all[i].text_len;
+      e.covered_bytes = all[i].covered_bytes;
+      e.attaches = all[i].attaches;
+      e.version = all[i].version;
+      e.nr_fdes = all[i].nr_fdes;
+      e.nr_fdes_skipped = all[i].nr_fdes_skipped;
+      unsigned char* at = out + i * entry_sz;
+      const size_t n = entry_sz < sizeof(e) ? entry_sz : sizeof(e);
+      std::memcpy(at, &e, n);
+      if (entry_sz > sizeof(e)) std::memset(at + sizeof(e), 0, entry_sz - sizeof(e));
+    }
+    // At most SFRAME_FILE_MAX_ENTRIES (65536) entries.
+    return all.size() > static_cast<size_t>(INT_MAX) ? INT_MAX : static_cast<int>(all.size());
+  });
+}
+
+int sframe_client_file_store_get_stats(sframe_client_device* dev,
+                                       sframe_client_file_store_stats* st) {
+  static const char kFn[] = "sframe_client_file_store_get_stats";
+  if (dev == nullptr) return fail_invalid(kFn, "dev is NULL");
+  if (st == nullptr) return fail_invalid(kFn, "st is NULL");
+  if (!out_size_ok(st->sz, SFRAME_CLIENT_FILE_STORE_STATS_SZ_VER0)) {
+    return fail_invalid(kFn, "st->sz below SFRAME_CLIENT_FILE_STORE_STATS_SZ_VER0");
+  }
+  return guarded(kFn, [&] {
+    const sframe::FileStoreStats s = dev->dev.file_store_stats();
+    sframe_client_file_store_stats c{};
+    c.entries = s.entries;
+    c.bytes = s.bytes;
+    c.bytes_limit = s.bytes_limit;
+    c.attaches = s.attaches;
+    c.invalidated = s.invalidated;
     copy_out(c, st);
     return 0;
   });

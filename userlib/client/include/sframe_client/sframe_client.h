@@ -308,6 +308,123 @@ SFRAME_CLIENT_API int sframe_client_register_object_containing(struct sframe_cli
 							       const void *addr,
 							       uint64_t *text_start);
 
+/* ---- the file store: one section per file, for every mapping of it ---------
+ *
+ * Since 0.2.0 (version node SFRAME_CLIENT_0.2.0).  See "Sections kept per
+ * file" in the uapi header: an entry is keyed by the file's inode, covers
+ * every executable mapping of that file in every process, and is dropped by
+ * the module the moment the file is written, truncated, opened for writing
+ * or deleted.  Supplying and removing need CAP_SYS_ADMIN; listing and the
+ * counters are open to every user.  A module without the file store
+ * (before SFRAME_UNWIND_ABI_VERSION 5) gives -ENOTTY.
+ */
+
+/*
+ * SFRAME_IOC_FILE_SUPPLY: gives the module a copy of the section bytes
+ * [data, data + len) for the ELF file open for reading at fd.  The section
+ * describes the file as linked: sframe_vaddr is where it counts as loaded
+ * at load bias 0 (the file's PT_GNU_SFRAME p_vaddr for its own section),
+ * and its FDEs must lie within the text of the file's executable PT_LOAD
+ * segments.  flags: 0, or SFRAME_FILE_F_REPLACE to replace an entry the
+ * file has.  Stores the new entry's id in *id (may be NULL: the entry can
+ * be removed by its file with sframe_client_file_remove_fd()).
+ * Errors: -EINVAL (flags other than SFRAME_FILE_F_REPLACE; from the module:
+ * len 0, sframe_vaddr beyond user space, fd not a regular file, an
+ * inconsistent section as for sframe_client_register()), -EPERM (no
+ * CAP_SYS_ADMIN), -EBADF (fd not open for reading), -ENOEXEC (the file is
+ * no x86-64 ELF executable or shared object with an executable PT_LOAD, or
+ * the bytes are not SFrame), -EOPNOTSUPP (SFrame version or ABI not read
+ * by the module), -E2BIG (len above SFRAME_MAX_SECTION_SIZE), -ETXTBSY (the
+ * file is open for writing somewhere), -EEXIST (the file has an entry and
+ * flags lack SFRAME_FILE_F_REPLACE), -EDQUOT (the store would hold more
+ * than the module parameter file_max_kb), -ENOSPC (the store has
+ * SFRAME_FILE_MAX_ENTRIES entries), -EAGAIN (the file changed while it was
+ * being supplied), -EFAULT (data unreadable), -ENOMEM, -EINTR.
+ * sframe_client_errmsg() names the file (its path, from /proc/self/fd).
+ */
+SFRAME_CLIENT_API int sframe_client_file_supply(struct sframe_client_device *dev, int fd,
+						const void *data, uint64_t len,
+						uint64_t sframe_vaddr, uint32_t flags,
+						uint64_t *id);
+
+/*
+ * SFRAME_IOC_FILE_REMOVE: drops the entry id (as sframe_client_file_supply()
+ * or sframe_client_file_list() gave it).  Mappings it covers lose their
+ * coverage at once.
+ * Errors: -EINVAL (id 0: no entry has it; remove by file with
+ * sframe_client_file_remove_fd()), -EPERM (no CAP_SYS_ADMIN), -ENOENT (no
+ * entry id, e.g. the module dropped it because its file changed).
+ */
+SFRAME_CLIENT_API int sframe_client_file_remove(struct sframe_client_device *dev, uint64_t id);
+
+/*
+ * SFRAME_IOC_FILE_REMOVE by file: drops the entry of the file open for
+ * reading at fd (its inode, whatever path it was supplied by).
+ * Errors: -EPERM (no CAP_SYS_ADMIN), -EBADF (fd not open for reading),
+ * -EINVAL (fd not a regular file), -ENOENT (the file has no entry).
+ */
+SFRAME_CLIENT_API int sframe_client_file_remove_fd(struct sframe_client_device *dev, int fd);
+
+/* One entry of the file store (SFRAME_IOC_FILE_LIST, struct sframe_file_info). */
+struct sframe_client_file_info {
+	uint64_t id;            /* the entry, never reused while the module is loaded */
+	uint64_t dev;           /* the file's device (the kernel's new_encode_dev(), as
+				   stat(2)'s st_dev) */
+	uint64_t ino;           /* and inode */
+	uint64_t file_size;     /* the file's size when it was supplied */
+	uint64_t sframe_len;    /* the section's bytes */
+	uint64_t sframe_vaddr;  /* where it counts as loaded, at bias 0 */
+	uint64_t text_vaddr;    /* the text described, at bias 0 */
+	uint64_t text_len;
+	uint64_t covered_bytes; /* text bytes its FDEs give rows for */
+	uint64_t attaches;      /* mappings covered by it, ever */
+	uint32_t version;       /* SFrame version */
+	uint32_t nr_fdes;       /* skipped ones included */
+	uint32_t nr_fdes_skipped; /* FDEs the module skips (too many FREs) */
+	uint32_t reserved0;     /* written as 0 */
+};
+#define SFRAME_CLIENT_FILE_INFO_SZ_VER0 96
+
+/*
+ * SFRAME_IOC_FILE_LIST: the store's entries, in id order, as
+ * sframe_client_list_sections() gives a process's: writes up to
+ * max_entries of them to entries, an array whose elements are entry_sz
+ * bytes each (sizeof(struct sframe_client_file_info) as the caller's header
+ * has it; at least SFRAME_CLIENT_FILE_INFO_SZ_VER0), and returns the number
+ * of entries the store has, which may be more than max_entries (call again
+ * with room for them; the store may change in between); entries may be NULL
+ * when max_entries is 0.
+ * Errors: -EINVAL (entry_sz too small, entries NULL with max_entries not
+ * 0), -EAGAIN (the store kept growing while it was copied: call again),
+ * -ENOMEM.
+ */
+SFRAME_CLIENT_API int sframe_client_file_list(struct sframe_client_device *dev,
+					      struct sframe_client_file_info *entries,
+					      size_t entry_sz, size_t max_entries);
+
+/* The file store's counters (SFRAME_IOC_GET_STATS; struct sframe_stats's
+ * file_* fields): all 0 from a module older than SFRAME_STATS_SIZE_VER2.
+ * A struct of its own, so that struct sframe_client_stats keeps its size. */
+struct sframe_client_file_store_stats {
+	size_t sz;            /* in: sizeof(struct sframe_client_file_store_stats) */
+	uint64_t entries;     /* files with a section now */
+	uint64_t bytes;       /* kernel memory their sections hold now */
+	uint64_t bytes_limit; /* the bound of bytes (module parameter file_max_kb) */
+	uint64_t attaches;    /* mappings covered from the store, ever */
+	uint64_t invalidated; /* entries dropped because their file changed, ever */
+};
+#define SFRAME_CLIENT_FILE_STORE_STATS_SZ_VER0 48
+
+/*
+ * SFRAME_IOC_GET_STATS: the file store's counters into *st (st->sz set by
+ * the caller).
+ * Errors: -EINVAL (st NULL, st->sz below
+ * SFRAME_CLIENT_FILE_STORE_STATS_SZ_VER0), and -ENOTTY when the handle's
+ * file is no sframe_unwind device.
+ */
+SFRAME_CLIENT_API int sframe_client_file_store_get_stats(struct sframe_client_device *dev,
+							 struct sframe_client_file_store_stats *st);
+
 /* ---- sessions: stitched kernel + user stacks of perf samples ---------------
  *
  * A session follows a target (SFRAME_TARGET_*) and yields one record per
