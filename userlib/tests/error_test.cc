@@ -66,6 +66,14 @@ TEST(DeviceTest, MissingDeviceGivesAClearError) {
   }
 }
 
+// Id 0 is the module's "the entry of the file at fd": asking to remove
+// entry 0 must never become a removal of whatever descriptor 0 is.
+TEST(DeviceTest, RemoveFileOfIdZeroIsRefusedBeforeTheIoctl) {
+  sframe::Device dev("/dev/null");  // an ioctl would give ENOTTY
+  EXPECT_EQ(sframe::errno_of([&] { dev.remove_file(0); }), EINVAL);
+  EXPECT_EQ(sframe::errno_of([&] { dev.remove_file(1); }), ENOTTY);
+}
+
 TEST(DeviceTest, StopReasonNames) {
   EXPECT_EQ(sframe::to_string(sframe::StopReason::kNoCoverage), "NO_COVERAGE");
   EXPECT_EQ(sframe::to_string(sframe::StopReason::kLimit), "LIMIT");

@@ -204,8 +204,11 @@ void Device::remove_file(uint64_t id) const {
   sframe_file_remove req{};
   req.size = sizeof(req);
   req.id = id;
+  // Id 0 asks the module for the entry of the file at req.fd (0 here: this
+  // process's standard input), which is remove_file_of()'s request.
+  if (id == 0) throw Error(EINVAL, op::kFileRemove, "id 0", "ids start at 1");
   if (int err = do_ioctl(fd(), SFRAME_IOC_FILE_REMOVE, &req)) {
-    throw Error(err, op::kFileRemove, "entry " + std::to_string(id));
+    throw Error(err, op::kFileRemove, "id " + std::to_string(id));
   }
 }
 

@@ -172,7 +172,8 @@ class SFRAME_CLIENT_API Device {
   uint64_t supply_file(int fd, const void* data, uint64_t len, uint64_t sframe_vaddr,
                        bool replace, const std::string& object) const;
   // SFRAME_IOC_FILE_REMOVE: the entry id, or the entry of the file at fd.
-  // Throws sframe::Error(op::kFileRemove), ENOENT when there is none.
+  // Throws sframe::Error(op::kFileRemove), ENOENT when there is none, EINVAL
+  // for id 0 (not an id: the module reads it as "the file at fd").
   void remove_file(uint64_t id) const;
   void remove_file_of(int fd, const std::string& object) const;
   // SFRAME_IOC_FILE_LIST: the store's entries, in id order.  Throws
