@@ -73,6 +73,7 @@ struct Options {
   bool verbose = false;
   std::string state_dir = sframe::kCoverageStateDir;
   std::string cache_dir;
+  std::vector<std::string> library_dirs;  // empty: the linker's paths
   uint64_t generations_per_second = 10;
   uint64_t memory_mib = 8;
 };
@@ -81,7 +82,7 @@ int usage(FILE* out) {
   std::fprintf(out,
                "usage: sframe-coverd [--once [--cache-only]] [--no-libraries] [--state-dir DIR]\n"
                "                     [--cache-dir DIR] [--generations-per-second N]\n"
-               "                     [--memory-mib N] [-v]\n"
+               "                     [--memory-mib N] [--library-dir DIR]... [-v]\n"
                "Keeps SFrame for every ELF file mapped on this machine in the sframe_unwind\n"
                "module's file store.  See sframe-coverd(8).\n");
   return out == stdout ? 0 : 2;
@@ -281,8 +282,13 @@ void Service::scan_processes() {
   rescans_++;
 }
 
+// The directories whose libraries are covered at start.
+std::vector<std::string> library_directories(const Options& o) {
+  return o.library_dirs.empty() ? linker_directories() : o.library_dirs;
+}
+
 void Service::scan_libraries() {
-  for (const std::string& dir : linker_directories()) {
+  for (const std::string& dir : library_directories(o_)) {
     for (std::string& lib : libraries_in(dir)) libraries_.push_back({0, 0, 0, std::move(lib)});
   }
 }
@@ -498,7 +504,7 @@ int fill_cache(const Options& o) {
   sframe::SframeCache cache(o.cache_dir.empty() ? sframe::default_cache_dir() : o.cache_dir,
                             o.memory_mib << 20);
   uint64_t made = 0, read = 0, failed = 0;
-  for (const std::string& dir : linker_directories()) {
+  for (const std::string& dir : library_directories(o)) {
     for (const std::string& lib : libraries_in(dir)) {
       try {
         const sframe::ObjectFile object = sframe::ObjectFile::open(lib);
@@ -538,6 +544,8 @@ int main(int argc, char** argv) {
       o.verbose = true;
     } else if (a == "--state-dir" && i + 1 < argc) {
       o.state_dir = argv[++i];
+    } else if (a == "--library-dir" && i + 1 < argc) {
+      o.library_dirs.push_back(argv[++i]);
     } else if (a == "--cache-dir" && i + 1 < argc) {
       o.cache_dir = argv[++i];
     } else if (a == "--generations-per-second") {
