@@ -282,7 +282,7 @@ TEST_F(NotTheDevice, FileStoreArgumentsAndItsIoctls) {
   EXPECT_EQ(sframe_client_file_remove_fd(dev_, fd), -ENOTTY);
   EXPECT_EQ(ErrMsg(), "remove file entry /dev/null: Inappropriate ioctl for device (ENOTTY)");
   EXPECT_EQ(sframe_client_file_remove(dev_, 12), -ENOTTY);
-  EXPECT_NE(ErrMsg().find(" entry 12: Inappropriate ioctl for device (ENOTTY)"), std::string::npos)
+  EXPECT_NE(ErrMsg().find(" id 12: Inappropriate ioctl for device (ENOTTY)"), std::string::npos)
       << ErrMsg();
 }
 

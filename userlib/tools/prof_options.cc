@@ -145,6 +145,24 @@ const std::vector<OptionDef<R>>& record_table() {
          }
          return std::string();
        }},
+      {0, "coverage", "auto|service|process",
+       "where SFrame for code without its own .sframe comes from: auto\n"
+       "(the default: sframe-coverd's file store when the service runs,\n"
+       "else made and supplied per process by the recording), service\n"
+       "(the store only: an error when sframe-coverd does not run), or\n"
+       "process (per process, as without the service)",
+       [](R* o, const std::string& v) {
+         if (v == "auto") {
+           o->coverage = CoverageMode::kAuto;
+         } else if (v == "service") {
+           o->coverage = CoverageMode::kService;
+         } else if (v == "process") {
+           o->coverage = CoverageMode::kProcess;
+         } else {
+           return "expects auto, service or process, not " + quoted(v);
+         }
+         return std::string();
+       }},
       {0, "duration", "seconds",
        "stop after this many seconds (a fraction too, e.g. 0.5)",
        [](R* o, const std::string& v) {

@@ -25,6 +25,11 @@ inline constexpr int kUsageExit = 129;
 // --call-graph: which unwinders the session uses (SFRAME_UNWIND_F_*).
 enum class CallGraph { kAuto, kSframe, kFp };
 
+// Where the targets' SFrame comes from (--coverage): the file store kept by
+// sframe-coverd when it runs (auto), or supplied per process by the
+// recording (process: what sframe-prof did before the service).
+enum class CoverageMode { kAuto, kService, kProcess };
+
 struct RecordOptions {
   bool all_cpus = false;            // -a
   std::vector<pid_t> pids;          // -p
@@ -39,6 +44,7 @@ struct RecordOptions {
   sframe::PerfEventKind event = sframe::PerfEventKind::kCpuClock;  // -e
   std::string event_name = "cpu-clock";
   CallGraph call_graph = CallGraph::kAuto;  // --call-graph, -g
+  CoverageMode coverage = CoverageMode::kAuto;  // --coverage
   uint64_t duration_ms = 0;         // --duration (0: none)
   std::string output = kDefaultFile;  // -o
   bool verbose = false;             // -v

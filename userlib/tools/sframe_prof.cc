@@ -37,6 +37,7 @@
 #include "machine_coverage.h"
 #include "prof_options.h"
 #include "sframe_client/sframe_client.hpp"
+#include "sframe_gen/store_coverage.h"
 #include "sframe_object/maps.h"
 #include "sframe_object/object_table.h"
 #include "sframe_profile/build_ids.h"
@@ -529,26 +530,54 @@ int record(prof::RecordOptions& o) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 
+  // The coverage service: its store is used while the module's discovery
+  // (which attaches it) is on.
+  pid_t coverd = 0;
+  if (!fp_only && o.coverage != prof::CoverageMode::kProcess) {
+    coverd = sframe::coverage_service_pid();
+    const char* why = !coverd ? "sframe-coverd does not run"
+                      : !sframe::module_discovery_enabled()
+                          ? "the module's discovery is off (parameter discovery=N), which "
+                            "attaches the store's sections"
+                          : nullptr;
+    if (why && o.coverage == prof::CoverageMode::kService) {
+      std::fprintf(stderr, "%s: --coverage service: %s\n", kTool, why);
+      return 1;
+    }
+    if (why) coverd = 0;
+  }
+  std::unique_ptr<sframe::Device> store_device;
+  sframe::FileStoreStats store_at_start;
+  if (coverd) {
+    store_device = std::make_unique<sframe::Device>(device);
+    store_at_start = store_device->file_store_stats();
+  }
+  out.meta("coverage", fp_only ? "none" : coverd ? "sframe-coverd" : "per-process");
+
   // Every object the recording reads (coverage, the mapping records' build
   // ids), each file opened once, and the SFrame made of each once.
   tools::RecordingObjects recording(tools::objects_to_hold(events + kOtherDescriptors));
   // SFrame from .eh_frame for the targets' objects (none needed with
-  // --call-graph fp).
+  // --call-graph fp): from sframe-coverd's file store when the service
+  // runs (the module attaches a covered file's section to every mapping of
+  // it by itself, from the process's first instruction: nothing to supply,
+  // no /proc to read), else made and supplied per process here.
+  const bool per_process = !fp_only && !coverd;
   std::vector<std::unique_ptr<tools::CoverageKeeper>> coverage;
-  if (!fp_only) {
+  if (per_process) {
     for (pid_t pid : plan.processes) {
       coverage.push_back(std::make_unique<tools::CoverageKeeper>(
           pid, o.command_is_target(), kTool, o.verbose, &recording));
     }
   }
   std::unique_ptr<tools::DescendantCoverage> descendants;
-  if (follow && !fp_only) {
+  if (follow && per_process) {
     descendants = std::make_unique<tools::DescendantCoverage>(kTool, o.verbose, &recording);
   }
   // CPU-wide: every process sampled (machine_coverage.h), the objects most
   // of them map made before the recording starts (2 s at most).
   std::unique_ptr<tools::MachineCoverage> machine;
-  if (o.cpu_wide() && !fp_only) {
+  if (o.cpu_wide() && per_process) {
     machine = std::make_unique<tools::MachineCoverage>(kTool, o.verbose, &recording.objects);
     machine->prepare(2000);
   }
@@ -703,6 +732,14 @@ int record(prof::RecordOptions& o) {
   out.close();
   status.update(samples, lost, true);
   if (machine) std::fprintf(stderr, "%s: %s\n", kTool, machine->summary().c_str());
+  if (coverd) {
+    const sframe::FileStoreStats now = store_device->file_store_stats();
+    std::fprintf(stderr,
+                 "%s: SFrame from sframe-coverd's file store (pid %d): %" PRIu64
+                 " files, %" PRIu64 " bytes; %" PRIu64 " mappings attached while recording\n",
+                 kTool, static_cast<int>(coverd), now.entries, now.bytes,
+                 now.attaches - store_at_start.attaches);
+  }
   if (o.verbose) {
     std::fprintf(stderr,
                  "%s: wrote %s (%" PRIu64 " samples, %" PRIu64 " lost in the buffer, %" PRIu64
