@@ -32,11 +32,17 @@
 //   sframe-client file-remove FILE|ID...
 //                                 drop FILE's (or entry ID's) section
 //   sframe-client files           the file store's entries
+//   sframe-client coverage [--state-dir DIR] [PID]
+//                                 what sframe-coverd covers: the store, the
+//                                 files not covered and why; with PID,
+//                                 each file the process maps executable and
+//                                 what covers it (or why nothing does)
 //   sframe-client flamegraph [-t TITLE] [FOLDED_FILE] > out.svg
 //                                 an interactive SVG flame graph of folded
 //                                 stacks ("a;b;c COUNT" lines, stdin if no
 //                                 file; see sframe_client/flamegraph.h)
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -47,12 +53,15 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <set>
 #include <string>
 #include <utility>
 
 #include "sframe_client/sframe_client.hpp"
 #include "sframe_gen/eh_frame.h"
 #include "sframe_gen/sframe_cache.h"
+#include "sframe_gen/store_coverage.h"
 #include "sframe_gen/supply.h"
 #include "sframe_object/maps.h"
 #include "sframe_object/object_file.h"
@@ -78,6 +87,7 @@ int usage(FILE* out) {
                "       sframe-client list [PID]\n"
                "       sframe-client supply PID FILE...\n"
                "       sframe-client file-supply [--replace] FILE...\n"
+               "       sframe-client coverage [--state-dir DIR] [PID]\n"
                "       sframe-client file-remove FILE|ID...\n"
                "       sframe-client files\n"
                "       sframe-client flamegraph [-t TITLE] [FOLDED_FILE] > out.svg\n"
@@ -240,6 +250,133 @@ int cmd_list(int argc, char** argv) {
                 static_cast<unsigned>(SFRAME_MAX_FRES_PER_FDE));
   }
   std::printf("\n");
+  return 0;
+}
+
+// ---- coverage: what sframe-coverd did, and what covers a process ---------------
+
+// The service's status, or an empty one (the reason in *why).
+sframe::CoverageStatus read_status(const std::string& dir, std::string* why) {
+  try {
+    return sframe::read_coverage_status(dir + "/status");
+  } catch (const sframe::Error& e) {
+    *why = e.what();
+    return {};
+  }
+}
+
+int cmd_coverage(int argc, char** argv) {
+  std::string dir = sframe::kCoverageStateDir;
+  pid_t pid = 0;
+  bool have_pid = false;
+  for (int i = 0; i < argc; i++) {
+    if (std::strcmp(argv[i], "--state-dir") == 0 && i + 1 < argc) {
+      dir = argv[++i];
+    } else if (!have_pid && parse_pid(argv[i], &pid)) {
+      have_pid = true;
+    } else {
+      return usage(stderr);
+    }
+  }
+  sframe::Device dev;
+  const pid_t service = sframe::coverage_service_pid(dir);
+  std::string why;
+  const sframe::CoverageStatus status = read_status(dir, &why);
+  const sframe::FileStoreStats store = dev.file_store_stats();
+  if (service) {
+    std::printf("sframe-coverd: running, pid %d\n", static_cast<int>(service));
+  } else {
+    std::printf("sframe-coverd: not running%s%s\n", why.empty() ? "" : "; ", why.c_str());
+  }
+  std::printf("file store: %" PRIu64 " files, %" PRIu64 " bytes of %" PRIu64
+              ", %" PRIu64 " mappings covered from it, %" PRIu64
+              " entries dropped as their file changed\n",
+              store.entries, store.bytes, store.bytes_limit, store.attaches, store.invalidated);
+  // (dev, ino) -> what the service knows of the file.
+  std::map<std::pair<uint64_t, uint64_t>, const sframe::StoreFile*> known;
+  for (const sframe::StoreFile& f : status.files) known[{f.dev, f.ino}] = &f;
+  if (!have_pid) {
+    if (status.files.empty()) return 0;
+    std::printf("service: %" PRIu64 " files covered (%" PRIu64 " with SFrame made from .eh_frame), %"
+                PRIu64 " not covered, %" PRIu64 " dropped; %" PRIu64 " mmap records read, %" PRIu64
+                " lost; %" PRIu64 " ms of CPU, %" PRIu64 " KiB resident\n",
+                status.counter("covered"), status.counter("generated"), status.counter("failed"),
+                status.counter("dropped"), status.counter("mmap_records"),
+                status.counter("mmap_records_lost"), status.counter("cpu_ms"),
+                status.counter("rss_kb"));
+    // The files not covered, by reason.
+    std::map<std::string, std::vector<std::string>> by_reason;
+    for (const sframe::StoreFile& f : status.files) {
+      if (f.state != sframe::StoreFile::State::kCovered) {
+        by_reason[std::string(sframe::to_string(f.state)) + ": " + f.reason].push_back(f.path);
+      }
+    }
+    for (const auto& [reason, paths] : by_reason) {
+      std::printf("%zu %s\n", paths.size(), reason.c_str());
+      for (const std::string& p : paths) std::printf("    %s\n", p.c_str());
+    }
+    // Partly covered: rows of .eh_frame SFrame cannot say.
+    for (const sframe::StoreFile& f : status.files) {
+      if (f.state == sframe::StoreFile::State::kCovered && f.rows_permille < 1000) {
+        std::printf("partly: %s: %.1f %% of its .eh_frame's text has SFrame rows\n",
+                    f.path.c_str(), f.rows_permille / 10.0);
+      }
+    }
+    return 0;
+  }
+  // Each file the process maps executable, and what covers it there.
+  const std::vector<sframe::MapsEntry> maps = sframe::read_maps(pid);
+  std::vector<sframe::SectionInfo> entries;
+  try {
+    entries = dev.list_sections(pid);
+  } catch (const sframe::Error& e) {
+    std::printf("(the module's entries of pid %d: %s)\n", static_cast<int>(pid), e.what());
+  }
+  const std::vector<sframe::FileInfo> files = dev.list_files();
+  std::printf("%-10s %s\n", "COVERED BY", "FILE");
+  std::set<std::pair<uint64_t, uint64_t>> shown;
+  for (const sframe::MapsEntry& m : maps) {
+    if (!m.executable() || !m.is_file()) continue;
+    if (!shown.insert({uint64_t(m.dev()), m.inode}).second) continue;
+    std::string by;
+    for (const sframe::SectionInfo& e : entries) {
+      if (m.start < e.text_start + e.text_len && e.text_start < m.end) {
+        by = sframe::to_string(e.source);
+      }
+    }
+    // The file as the service and the store see it.
+    struct stat st{};
+    char range[48];
+    std::snprintf(range, sizeof(range), "/%" PRIx64 "-%" PRIx64, m.start, m.end);
+    const std::string way = "/proc/" + std::to_string(pid) + "/map_files" + range;
+    const bool have_st = ::stat(way.c_str(), &st) == 0 || ::stat(m.path.c_str(), &st) == 0;
+    bool in_store = false;
+    for (const sframe::FileInfo& f : files) {
+      in_store = in_store || (have_st && f.ino == uint64_t(st.st_ino) &&
+                              f.file_size == uint64_t(st.st_size));
+    }
+    std::string note;
+    const auto k = have_st ? known.find({uint64_t(st.st_dev), uint64_t(st.st_ino)}) : known.end();
+    if (by == "none" || by.empty()) {
+      if (in_store) {
+        note = "in the file store: attached at the process's next sample there";
+      } else if (k != known.end() && k->second->state != sframe::StoreFile::State::kCovered) {
+        note = std::string(sframe::to_string(k->second->state)) + ": " + k->second->reason;
+      } else if (k != known.end()) {
+        note = "covered by the service, but not in the store now";
+      } else {
+        note = service ? "not seen by sframe-coverd yet" : "sframe-coverd does not run";
+      }
+      by = "nothing";
+    } else if (by == "file" && k != known.end() && k->second->rows_permille < 1000) {
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), "%.1f %% of its .eh_frame's text has rows",
+                    k->second->rows_permille / 10.0);
+      note = buf;
+    }
+    std::printf("%-10s %s%s%s\n", by.c_str(), m.name().c_str(), note.empty() ? "" : "  (",
+                note.empty() ? "" : (note + ")").c_str());
+  }
   return 0;
 }
 
@@ -419,6 +556,7 @@ int main(int argc, char** argv) {
     if (cmd == "file-supply") return cmd_file_supply(argc - 2, argv + 2);
     if (cmd == "file-remove") return cmd_file_remove(argc - 2, argv + 2);
     if (cmd == "files") return cmd_files(argc - 2, argv + 2);
+    if (cmd == "coverage") return cmd_coverage(argc - 2, argv + 2);
     if (cmd == "flamegraph") return cmd_flamegraph(argc - 2, argv + 2);
 #ifdef SFRAME_CLIENT_HAVE_DECODER
     if (cmd == "sections") return cmd_sections(argc - 2, argv + 2);
