@@ -45,3 +45,10 @@ target_include_directories(bounds_vmbench PRIVATE ${PROJECT_SOURCE_DIR}/tests/vm
 target_compile_options(bounds_vmbench PRIVATE -O2 -Wall -Wextra -Wa,--gsframe -fomit-frame-pointer)
 target_link_libraries(bounds_vmbench PRIVATE sframe-gen sframe-profile sframe-client-static)
 set_target_properties(bounds_vmbench PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)
+
+# coverd_vmbench: the time from a new binary's exec to its coverage by
+# sframe-coverd (the service must run in the guest).
+add_executable(coverd_vmbench coverd_vmbench.cc)
+target_compile_options(coverd_vmbench PRIVATE -O2 -Wall -Wextra)
+target_link_libraries(coverd_vmbench PRIVATE sframe-gen sframe-client-static)
+set_target_properties(coverd_vmbench PROPERTIES CXX_STANDARD 17 CXX_STANDARD_REQUIRED ON)

@@ -1,0 +1,200 @@
+#!/usr/bin/env bash
+# Issue 30's acceptance in one VM boot: sframe-prof with per-process
+# coverage (no service) against sframe-prof with sframe-coverd's file store,
+# on programs no one here wrote, then what the service costs.
+#
+#   tests/vm/run-vm.sh --run "$PWD/bench/coverd_guest.sh $PWD/build" build vm-out/coverd
+#   bench/coverd_table.py vm-out/coverd/results/coverd
+#
+# Phases (each leaves its files in $SFRAME_VM_RESULTS/coverd):
+#  1. per process: each workload recorded twice with --coverage process (the
+#     first run fills the SFrame cache, as a user's machine has it: the
+#     second is measured); then 200 sleeping processes of one program under
+#     `sframe-prof record -a --coverage process`: the module's supplied bytes;
+#  2. the service: sframe-coverd started with its defaults (the files mapped
+#     now, the libraries of the linker's paths), the time until it is idle;
+#     each workload recorded with --coverage service;
+#  3. a program started during an -a recording (its first samples);
+#  4. 200 sleeping processes of one new program with the service: the
+#     store's bytes;
+#  5. a binary never seen before: exec to coverage, 20 runs
+#     (coverd_vmbench);
+#  6. the service idle for IDLE seconds: its CPU time and resident memory.
+# A sample's stack is judged on the host (coverd_table.py): it reaches main
+# (or __libc_start_main / __libc_start_call_main: Debian's programs are
+# stripped), start_thread (other threads), or not.
+set -uo pipefail
+
+BUILD=${1:?usage: coverd_guest.sh BUILD_DIR [HZ] [IDLE_SECONDS]}
+HZ=${2:-499}
+IDLE=${3:-600}
+PROF=$BUILD/userlib/sframe-prof
+CLIENT=$BUILD/userlib/sframe-client
+COVERD=$BUILD/userlib/sframe-coverd
+BENCH=$BUILD/bench/coverd_vmbench
+OUT=${SFRAME_VM_RESULTS:-/tmp}/coverd
+W=/tmp/coverd-work
+mkdir -p "$OUT" "$W/proj"
+log() { echo "coverd_guest: $(date +%T) $*" | tee -a "$OUT/phases.txt"; }
+now() { date +%s.%N; }
+
+# ---- inputs ------------------------------------------------------------------
+cat /usr/bin/perl /usr/lib/x86_64-linux-gnu/libc.so.6 | head -c 3000000 > "$W/input"
+seq -f "%09g" 1 120000 | sort -R --random-source=/usr/bin/perl > "$W/lines"
+cat > "$W/t.cc" <<'CC'
+#include <algorithm>
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+std::map<std::string, int> count_words(const std::vector<std::string>& lines) {
+  std::map<std::string, int> m;
+  std::regex word("[A-Za-z]+");
+  for (const auto& l : lines)
+    for (std::sregex_iterator it(l.begin(), l.end(), word), end; it != end; ++it) m[it->str()]++;
+  return m;
+}
+std::vector<std::pair<int, std::string>> top(const std::map<std::string, int>& m) {
+  std::vector<std::pair<int, std::string>> v;
+  for (const auto& kv : m) v.emplace_back(kv.second, kv.first);
+  std::sort(v.rbegin(), v.rend());
+  return v;
+}
+CC
+for f in 0 1 2 3; do
+	{
+		echo "#include <stdint.h>"
+		for ((i = 0; i < 30; i++)); do
+			echo "uint64_t f${f}_${i}(const uint64_t *v, int n, uint64_t h) { for (int k = 0; k < n; k++) { h ^= v[k] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); if ((h & 7) == $((i % 8))) h = h * 31 + (uint64_t)k; } return h; }"
+		done
+	} > "$W/proj/f$f.c"
+done
+echo 'int main(void) { return 0; }' > "$W/proj/main.c"
+cat > "$W/proj/Makefile" <<'MK'
+OBJS = f0.o f1.o f2.o f3.o main.o
+prog: $(OBJS)
+	$(CC) -o $@ $(OBJS)
+%.o: %.c
+	$(CC) -O2 -c $< -o $@
+MK
+
+# name, then the command.
+WORKLOADS=(
+	"python3|/usr/bin/python3 -c 'sum(i*i for i in range(300000))'"
+	"perl|/usr/bin/perl -e '\$s=0; for \$i (1..300000) { \$s += \$i*\$i }'"
+	"xz|/usr/bin/xz -2 -T1 -c $W/input"
+	"zstd|/usr/bin/zstd -T2 -12 -c $W/input"
+	"sqlite3|/usr/bin/sqlite3 :memory: 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x<150000) SELECT sum(x*x) FROM c;'"
+	"sort|/usr/bin/sort $W/lines"
+	"openssl|/usr/bin/openssl speed -seconds 2 sha256"
+	"node|/usr/bin/node -e 'let s=0; for (let i=0;i<3e6;i++) s+=i*i'"
+	"gxx|/usr/bin/g++ -O2 -c $W/t.cc -o $W/t.o"
+	"make|make -s -B -j2 -C $W/proj"
+)
+
+record_all() { # mode tag
+	local mode=$1 tag=$2 w name cmd t0
+	for w in "${WORKLOADS[@]}"; do
+		name=${w%%|*}
+		cmd=${w#*|}
+		t0=$(now)
+		bash -c "$PROF record -F $HZ --coverage $mode -o $OUT/$tag-$name.data -- $cmd" \
+			> /dev/null 2> "$OUT/$tag-$name.log"
+		rc=$?
+		echo "$tag $name: exit $rc in $(awk -v a="$(now)" -v b="$t0" "BEGIN { printf \"%.1f\", a - b }") s" >> "$OUT/phases.txt"
+		[ "$tag" = warmup ] && { rm -f "$OUT/$tag-$name.data"; continue; }
+		$PROF report -i "$OUT/$tag-$name.data" --folded > "$OUT/$tag-$name.folded" 2>> "$OUT/$tag-$name.log"
+		rm -f "$OUT/$tag-$name.data"
+	done
+}
+
+start_sleepers() { # program count
+	local i
+	SLEEPERS=()
+	for ((i = 0; i < $2; i++)); do
+		"$1" 600 & SLEEPERS+=($!)
+	done
+}
+stop_sleepers() { kill "${SLEEPERS[@]}" 2> /dev/null; wait "${SLEEPERS[@]}" 2> /dev/null; }
+stat_of() { $CLIENT stats | awk -v k="$1" '$1 == k { print $2 }'; }
+
+# ---- 1. per process ----------------------------------------------------------
+log "phase 1: per-process coverage (no service)"
+record_all process warmup
+record_all process process
+cp /bin/sleep "$W/sleep-a"
+start_sleepers "$W/sleep-a" 200
+sleep 5
+s0=$(stat_of supplied_bytes)
+$PROF record -a -F 99 --coverage process --duration 90 -o "$W/all-sleepers.data" \
+	> /dev/null 2> "$OUT/sleepers-process.log" &
+prof=$!
+sleep 85
+s1=$(stat_of supplied_bytes)
+wait $prof
+n=$(ls /proc | grep -c '^[0-9]')
+echo "per-process: 200 sleepers ($n processes on the machine): supplied_bytes $s0 -> $s1 (+$((s1 - s0)))" | tee -a "$OUT/memory.txt"
+stop_sleepers
+rm -f "$W/all-sleepers.data"
+
+# ---- 2. the service ----------------------------------------------------------
+log "phase 2: sframe-coverd"
+t0=$(now)
+$COVERD > "$OUT/coverd.log" 2>&1 &
+coverd=$!
+for ((i = 0; i < 1800; i++)); do
+	sleep 1
+	w=$(sed -n 2p /run/sframe-coverd/status 2> /dev/null | tr ' ' '\n' | sed -n 's/^waiting=//p')
+	[ "$w" = 0 ] && break
+done
+echo "service idle (every file looked at) $(awk -v a="$(now)" -v b="$t0" "BEGIN { printf \"%.1f\", a - b }") s after its start" | tee -a "$OUT/memory.txt"
+head -2 /run/sframe-coverd/status >> "$OUT/memory.txt"
+$CLIENT coverage > "$OUT/coverage.txt" 2>&1
+record_all service service
+
+# ---- 3. a program started during an -a recording -----------------------------
+log "phase 3: a program started during -a"
+$PROF record -a -F $HZ --coverage service --duration 25 -o "$W/all.data" > /dev/null 2> "$OUT/all.log" &
+prof=$!
+sleep 8
+/usr/bin/python3 -c 'sum(i*i for i in range(300000))' &
+late=$!
+echo "late pid $late" > "$OUT/late.txt"
+wait $late
+wait $prof
+$PROF report -i "$W/all.data" --format perf-script > "$OUT/all.script" 2>> "$OUT/all.log"
+rm -f "$W/all.data"
+
+# ---- 4. 200 processes with the service ---------------------------------------
+log "phase 4: 200 processes of a new program with the service"
+cp /bin/sleep "$W/sleep-b"
+b0=$(stat_of file_bytes)
+e0=$(stat_of file_entries)
+start_sleepers "$W/sleep-b" 200
+sleep 20
+b1=$(stat_of file_bytes)
+e1=$(stat_of file_entries)
+echo "service: 200 sleepers: file_bytes $b0 -> $b1 (+$((b1 - b0))), file_entries $e0 -> $e1" | tee -a "$OUT/memory.txt"
+$CLIENT files | grep -F "$(stat -c %i "$W/sleep-b")" >> "$OUT/memory.txt"
+stop_sleepers
+
+# ---- 5. exec to coverage -----------------------------------------------------
+log "phase 5: exec to coverage"
+$BENCH --runs 20 > "$OUT/exec-to-coverage.txt" 2>&1
+
+# ---- 6. idle -----------------------------------------------------------------
+log "phase 6: the service idle for $IDLE s"
+cpu() { awk '{ print $14 + $15 }' "/proc/$coverd/stat"; }
+rss() { awk '/VmRSS/ { print $2 }' "/proc/$coverd/status"; }
+c0=$(cpu)
+r0=$(rss)
+sleep "$IDLE"
+c1=$(cpu)
+r1=$(rss)
+tick=$(getconf CLK_TCK)
+echo "idle $IDLE s: CPU $(( (c1 - c0) * 1000 / tick )) ms, resident $r0 -> $r1 KiB" | tee -a "$OUT/memory.txt"
+kill -TERM $coverd
+wait $coverd
+echo "sframe-coverd exit $?" | tee -a "$OUT/memory.txt"
+tail -5 "$OUT/coverd.log" >> "$OUT/memory.txt"
+log "done"

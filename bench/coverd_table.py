@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""The tables of bench/coverd_guest.sh, from the directory it filled.
+
+Per workload and program (comm, with at least 20 samples): the samples of
+sframe-prof with per-process coverage (process-NAME.folded) and with
+sframe-coverd's file store (service-NAME.folded), and the share whose user
+stack reaches its thread's start: main, or __libc_start_main /
+__libc_start_call_main (Debian's programs are stripped), or start_thread
+(threads).  Of the others, the share taken in the dynamic loader's start-up
+before main exists (_dl_start, dl_main, _dl_sysdep_start, _dl_start_user:
+no stack of those can reach main) and the share without any user frame
+(taken in the kernel during exec or exit: the module unwinds a user stack
+at the return to user space, which an exiting task never makes).
+Then the program started during the -a recording (its first samples), and
+memory.txt and exec-to-coverage.txt as written.  Prints Markdown."""
+import os
+import re
+import sys
+
+ROOT = re.compile(r"^(main|__libc_start_main.*|__libc_start_call_main|start_thread)$")
+LOADER = re.compile(r"^(_dl_start|_dl_start_final|_dl_sysdep_start|dl_main|_dl_start_user)$")
+WORKLOADS = ["python3", "perl", "xz", "zstd", "sqlite3", "sort", "openssl", "node", "gxx", "make"]
+
+
+def function(frame):
+    name = frame.split("+0x")[0]
+    name = name.split("@")[0]
+    return name.split("(")[0]
+
+
+def classify(frames):
+    """frames: root first, without the comm."""
+    user = [f for f in frames if not f.endswith("_[k]")]
+    if not user:
+        return "nouser"
+    names = [function(f) for f in user]
+    if any(ROOT.match(n) for n in names):
+        return "main"
+    if any(LOADER.match(n) for n in names):
+        return "loader"
+    return "other"
+
+
+def folded(path):
+    out = {}
+    try:
+        f = open(path)
+    except OSError:
+        return out
+    with f:
+        for line in f:
+            stack, _, count = line.rstrip("\n").rpartition(" ")
+            if not stack:
+                continue
+            frames = stack.split(";")
+            t = out.setdefault(frames[0], {"all": 0, "main": 0, "loader": 0, "nouser": 0, "other": 0})
+            n = int(count)
+            t["all"] += n
+            t[classify(frames[1:])] += n
+    return out
+
+
+def cell(t):
+    if not t or not t["all"]:
+        return "-"
+    a = t["all"]
+    return (f"{100.0 * t['main'] / a:.1f} % of {a} (loader {100.0 * t['loader'] / a:.1f}, "
+            f"no user {100.0 * t['nouser'] / a:.1f})")
+
+
+def late_program(d):
+    """The first samples of the process started during the -a recording."""
+    try:
+        pid = open(os.path.join(d, "late.txt")).read().split()[-1]
+    except OSError:
+        return
+    samples = []
+    comm, head, frames = None, None, []
+
+    def flush():
+        if head is not None:
+            samples.append((head, frames))
+
+    with open(os.path.join(d, "all.script"), errors="replace") as f:
+        for line in f:
+            if not line.strip():
+                flush()
+                head, frames = None, []
+            elif line[0] in " \t":
+                parts = line.split()
+                if len(parts) >= 2 and "[kernel.kallsyms]" not in line:
+                    frames.append(parts[1])  # user frames only
+            else:
+                flush()
+                head, frames = line, []
+        flush()
+    mine = []
+    for head, frames in samples:
+        parts = head.split()
+        # perf script: comm pid[/tid] time: ...
+        ids = [p for p in parts[1:3] if re.match(r"^\d+(/\d+)?$", p)]
+        if ids and ids[0].split("/")[0] == pid:
+            mine.append(list(reversed(frames)))
+    if not mine:
+        print(f"\nprogram started during the -a recording (pid {pid}): no samples found")
+        return
+    first = [classify(fr) for fr in mine[:10]]
+    allc = [classify(fr) for fr in mine]
+    print(f"\nprogram started during the -a recording (pid {pid}): {len(mine)} samples; "
+          f"first 10: {first.count('main')} reach main, {first.count('loader')} in the loader, "
+          f"{first.count('nouser')} without user frames, {first.count('other')} incomplete; "
+          f"all: {allc.count('main')} of {len(allc)} reach main")
+
+
+def main():
+    d = sys.argv[1]
+    print("| workload | program | per-process coverage | sframe-coverd's store |")
+    print("|---|---|---|---|")
+    for w in WORKLOADS:
+        p = folded(os.path.join(d, f"process-{w}.folded"))
+        s = folded(os.path.join(d, f"service-{w}.folded"))
+        comms = sorted({c for v in (p, s) for c in v if v[c]["all"] >= 20},
+                       key=lambda c: -max(v.get(c, {"all": 0})["all"] for v in (p, s)))
+        for c in comms:
+            print(f"| {w} | {c} | {cell(p.get(c))} | {cell(s.get(c))} |")
+    late_program(d)
+    for name in ("memory.txt", "exec-to-coverage.txt"):
+        try:
+            print(f"\n{name}:\n")
+            for line in open(os.path.join(d, name)):
+                print("    " + line.rstrip("\n"))
+        except OSError:
+            pass
+
+
+main()
