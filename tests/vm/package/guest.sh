@@ -22,6 +22,15 @@
 #               a kernel the module does not support, faked with the running
 #               kernel's headers, is refused with dkms.conf's message and the
 #               installation goes on
+#   coverd      sframe-tools with no systemd running (this guest's PID 1 is
+#               not systemd): its postinst succeeded (the package is
+#               installed), the unit sframe-coverd.service and the daemon
+#               are installed (the man page is in the package) and the unit
+#               enabled (the symlink deb-systemd-helper makes without
+#               systemd), dpkg has
+#               its file triggers on /lib and /usr/lib, and
+#               `systemd-analyze verify` finds nothing to say of the unit
+#               (when the guest has systemd-analyze)
 #   load        the module loaded by the package (modules-load.d config is
 #               for boot; the postinst loads it now) and /dev/sframe_unwind
 #   no-test-hooks the module built from the package has no test hook
@@ -40,6 +49,14 @@
 #               reach main (xz is stripped: its main has no name, so the libc
 #               frame main returns to, __libc_start_call_main, named from
 #               libc6-dbg, counts)
+#   trigger     a package changing a file under /usr/lib (libsframe-client0
+#               installed again) makes dpkg run sframe-tools's `postinst
+#               triggered`, which without systemd runs `sframe-coverd --once
+#               --cache-only`: SFrame made for the libraries of the linker's
+#               paths into /var/cache/sframe-unwind, and the trigger processed
+#               without failing.  Only with the argument "upgrade" (the long
+#               run): it makes SFrame for every library, minutes under
+#               emulation; otherwise SKIP
 #   upgrade     a kernel upgrade (the kernel's postinst hook that DKMS
 #               installs, run for a second kernel): the module is built for it.
 #               Only with the argument "upgrade" (`make check KERNELS=all`):
@@ -139,6 +156,63 @@ else
 	fail every-kernel "the postinst did not try (and DKMS refuse) the unsupported kernel $FAKE_KVER"
 fi
 rm -rf "/lib/modules/$FAKE_KVER"
+
+# ---- coverd -------------------------------------------------------------------
+# sframe-tools's service and trigger, installed on a machine where systemd
+# does not run: the postinst only enables the unit (deb-systemd-helper),
+# and its failure to start it would have failed the installation.
+step coverd
+UNIT=/lib/systemd/system/sframe-coverd.service
+[[ -d /run/systemd/system ]] && echo "  | note: systemd runs in this guest; the test expects it not to"
+problems=()
+status=$(dpkg-query -W -f='${db:Status-Abbrev}' sframe-tools 2>/dev/null)
+[[ $status == "ii " ]] || problems+=("sframe-tools is '$status', not installed (ii): its postinst failed?")
+for f in "$UNIT" /usr/sbin/sframe-coverd; do
+	if ! dpkg -L sframe-tools 2>/dev/null | grep -qxF "$f"; then
+		problems+=("$f is not a file of sframe-tools")
+	elif [[ ! -e $f ]]; then
+		problems+=("$f missing")
+	fi
+done
+# The man page from the package itself: the VM images leave
+# /usr/share/man out (dpkg path-exclude).
+MAN8=usr/share/man/man8/sframe-coverd.8.gz
+dpkg-deb -c "$(ls "$W/debs/sframe-tools_"*.deb | head -n 1)" | grep -q " \./$MAN8\$" ||
+	problems+=("/$MAN8 is not in the package")
+wants=/etc/systemd/system/multi-user.target.wants/sframe-coverd.service
+[[ -L $wants ]] || problems+=("the unit is not enabled ($wants missing)")
+for d in /lib /usr/lib; do
+	grep -qx "interest-noawait $d" /var/lib/dpkg/info/sframe-tools.triggers 2>/dev/null ||
+		problems+=("no trigger interest-noawait $d in sframe-tools.triggers")
+	grep -Eqx "$d sframe-tools(:[a-z0-9]+)?/noawait" /var/lib/dpkg/triggers/File 2>/dev/null ||
+		problems+=("dpkg has no file trigger $d for sframe-tools")
+done
+if [[ ${#problems[@]} -eq 0 ]]; then
+	pass coverd
+else
+	fail coverd "$(IFS=';'; echo "${problems[*]}")"
+fi
+if command -v systemd-analyze >/dev/null 2>&1; then
+	# Its exit status is 0 even for unknown keys and bad values: only
+	# silence about the unit passes.  Other units it loads (the
+	# dependencies) are not ours.
+	# Documentation= checked with man(1) where it and the page are here.
+	man_check=--man=yes
+	if ! command -v man >/dev/null 2>&1 || [[ ! -e /$MAN8 ]]; then
+		man_check=--man=no
+		echo "  | no man(1) or no man pages here: Documentation= not checked"
+	fi
+	systemd-analyze verify "$man_check" "$UNIT" > "$W/verify.log" 2>&1
+	rc=$?
+	sed 's/^/  | /' "$W/verify.log"
+	if [[ $rc -eq 0 ]] && ! grep -q 'sframe-coverd' "$W/verify.log"; then
+		pass coverd-verify
+	else
+		fail coverd-verify "systemd-analyze verify (exit $rc) reported on the unit (above)"
+	fi
+else
+	skip coverd-verify "no systemd-analyze in this guest"
+fi
 
 # ---- load ---------------------------------------------------------------------
 step load
@@ -260,6 +334,38 @@ else
 	fail prof "sframe-prof failed"
 fi
 sed 's/^/  | /' "$W/prof.log" | tail -n 10
+
+# ---- trigger ------------------------------------------------------------------------------
+step trigger
+if [[ $UPGRADE != upgrade ]]; then
+	skip trigger "SFrame for every library of the linker's paths runs with KERNELS=all only"
+else
+	before=$(find /var/cache/sframe-unwind -maxdepth 1 -type f 2>/dev/null | wc -l)
+	lib=$(ls "$W/debs/libsframe-client0_"*.deb | head -n 1)
+	# dpkg -i of a package already installed: it is unpacked again, its
+	# /usr/lib/... files activate sframe-tools's trigger, processed at the
+	# end of this dpkg run.
+	dpkg -i "$lib" > "$W/trigger.log" 2>&1
+	rc=$?
+	sed 's/^/  | /' "$W/trigger.log" | tail -n 15
+	after=$(find /var/cache/sframe-unwind -maxdepth 1 -type f 2>/dev/null | wc -l)
+	status=$(dpkg-query -W -f='${db:Status-Abbrev}' sframe-tools 2>/dev/null)
+	echo "  | cache files: $before before, $after after; sframe-tools '$status'"
+	if [[ $rc -ne 0 ]]; then
+		fail trigger "dpkg -i exited $rc"
+	elif [[ $status != "ii " ]]; then
+		fail trigger "sframe-tools is '$status' after its trigger, not installed (ii)"
+	elif ! grep -q '^sframe-coverd: cache /var/cache/sframe-unwind: ' "$W/trigger.log"; then
+		fail trigger "the trigger did not run sframe-coverd --once --cache-only (no summary line)"
+	elif grep -q 'sframe-tools: ' "$W/trigger.log"; then
+		fail trigger "sframe-coverd --once --cache-only failed (above)"
+	elif ! grep -Eq '^sframe-coverd: cache .*: ([1-9][0-9]* sections made|[0-9]+ sections made, [1-9][0-9]* up to date)' \
+		"$W/trigger.log"; then
+		fail trigger "no library's section made or found in /var/cache/sframe-unwind"
+	else
+		pass trigger
+	fi
+fi
 
 # ---- upgrade ------------------------------------------------------------------------------
 step upgrade

@@ -7,8 +7,10 @@
 #
 #   tests/vm/package/run.sh BUILD_DIR DEB_DIR [OUTDIR]
 #
-# SFRAME_PKG_UPGRADE=1 adds the kernel-upgrade step (a second DKMS build
-# under emulation; guest.sh skips it otherwise).
+# SFRAME_PKG_UPGRADE=1 adds the long steps, which guest.sh skips otherwise:
+# the kernel upgrade (a second DKMS build under emulation) and sframe-tools's
+# dpkg trigger (sframe-coverd making SFrame for every library of the
+# linker's paths).
 # BUILD_DIR is only the rig's; nothing of it reaches the test (guest.sh hides
 # the whole tree).  DEB_DIR: what `make deb` wrote (BUILD_DIR/deb).
 set -uo pipefail
@@ -25,9 +27,14 @@ OUTDIR=${3:-$ROOT/vm-out/package}
 
 # One or two DKMS builds of the module and two C++ compiles under
 # emulation: the rig's defaults (300 s per command, 1200 s per VM) are too
-# short.
-export SFRAME_VM_TEST_TIMEOUT=${SFRAME_VM_TEST_TIMEOUT:-1800}
-export SFRAME_VM_TIMEOUT=${SFRAME_VM_TIMEOUT:-2100}
+# short.  The long steps add some minutes more.
+if [[ -n ${SFRAME_PKG_UPGRADE:-} ]]; then
+	export SFRAME_VM_TEST_TIMEOUT=${SFRAME_VM_TEST_TIMEOUT:-2700}
+	export SFRAME_VM_TIMEOUT=${SFRAME_VM_TIMEOUT:-3000}
+else
+	export SFRAME_VM_TEST_TIMEOUT=${SFRAME_VM_TEST_TIMEOUT:-1800}
+	export SFRAME_VM_TIMEOUT=${SFRAME_VM_TIMEOUT:-2100}
+fi
 exec "$ROOT/tests/vm/run-vm.sh" --no-module \
 	--run "bash $(printf '%q' "$HERE/guest.sh") $(printf '%q' "$DEB_DIR") $(printf '%q' "$ROOT")${SFRAME_PKG_UPGRADE:+ upgrade}" \
 	"$BUILD_DIR" "$OUTDIR"
