@@ -256,9 +256,19 @@ int cmd_list(int argc, char** argv) {
 // ---- coverage: what sframe-coverd did, and what covers a process ---------------
 
 // The service's status, or an empty one (the reason in *why).
+// The status names the files of every user's processes: root's alone; the
+// summary (its counters) is everyone's.
 sframe::CoverageStatus read_status(const std::string& dir, std::string* why) {
   try {
     return sframe::read_coverage_status(dir + "/status");
+  } catch (const sframe::Error& e) {
+    *why = e.what();
+    if (e.err() != EACCES) return {};
+  }
+  try {
+    sframe::CoverageStatus s = sframe::read_coverage_status(dir + "/summary");
+    *why = "the files are listed for root only (they name other users' files)";
+    return s;
   } catch (const sframe::Error& e) {
     *why = e.what();
     return {};
@@ -284,7 +294,8 @@ int cmd_coverage(int argc, char** argv) {
   const sframe::CoverageStatus status = read_status(dir, &why);
   const sframe::FileStoreStats store = dev.file_store_stats();
   if (service) {
-    std::printf("sframe-coverd: running, pid %d\n", static_cast<int>(service));
+    std::printf("sframe-coverd: running, pid %d%s%s\n", static_cast<int>(service),
+                why.empty() ? "" : "; ", why.c_str());
   } else {
     std::printf("sframe-coverd: not running%s%s\n", why.empty() ? "" : "; ", why.c_str());
   }
@@ -296,7 +307,7 @@ int cmd_coverage(int argc, char** argv) {
   std::map<std::pair<uint64_t, uint64_t>, const sframe::StoreFile*> known;
   for (const sframe::StoreFile& f : status.files) known[{f.dev, f.ino}] = &f;
   if (!have_pid) {
-    if (status.files.empty()) return 0;
+    if (status.counters.empty()) return 0;
     std::printf("service: %" PRIu64 " files covered (%" PRIu64 " with SFrame made from .eh_frame), %"
                 PRIu64 " not covered, %" PRIu64 " dropped; %" PRIu64 " mmap records read, %" PRIu64
                 " lost; %" PRIu64 " ms of CPU, %" PRIu64 " KiB resident\n",

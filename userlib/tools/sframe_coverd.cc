@@ -229,14 +229,14 @@ void Service::lock_state_dir() {
     throw sframe::Error(errno, sframe::op::kOpen, o_.state_dir, "cannot make the state directory");
   }
   const std::string path = o_.state_dir + "/pid";
-  pid_file_ = sframe::UniqueFd::open(path, O_RDWR | O_CREAT, 0644);
+  // Root's alone: a lock another user could take would keep the service
+  // from starting.
+  pid_file_ = sframe::UniqueFd::open(path, O_RDWR | O_CREAT | O_NOFOLLOW, 0600);
+  if (::fchmod(pid_file_.get(), 0600) != 0) throw sframe::Error(errno, sframe::op::kOpen, path);
   if (::flock(pid_file_.get(), LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     throw sframe::Error(err, sframe::op::kOpen, path,
-                        err == EWOULDBLOCK ? "another sframe-coverd runs (pid " +
-                                                 std::to_string(sframe::coverage_service_pid(
-                                                     o_.state_dir)) +
-                                                 ")"
+                        err == EWOULDBLOCK ? "another sframe-coverd runs with this state directory"
                                            : "cannot lock it");
   }
   const std::string pid = std::to_string(::getpid()) + "\n";
@@ -408,7 +408,11 @@ void Service::write_status(bool force) {
                 {"rss_kb", rss_kb},
                 {"max_rss_kb", uint64_t(ru.ru_maxrss)}};
   try {
-    sframe::write_coverage_status(o_.state_dir + "/status", s);
+    // The files (other users' paths among them) for root; the counters,
+    // which say the service runs, for everyone.
+    sframe::write_coverage_status(o_.state_dir + "/status", s, 0600);
+    s.files.clear();
+    sframe::write_coverage_status(o_.state_dir + "/summary", s, 0644);
   } catch (const sframe::Error& e) {
     log("%s", e.what());
   }
@@ -435,6 +439,7 @@ int Service::run() {
     if (!signals_) throw sframe::Error(errno, "signalfd", "");
   }
   store_->sync();
+  write_status(true);  // the service is there for sframe-prof from now on
   scan_processes();
   if (o_.libraries) scan_libraries();
   log("started: %zu mapped files and %zu libraries to look at", mapped_.size(),
@@ -491,6 +496,7 @@ int Service::run() {
     write_status(false);
   }
   write_status(true);
+  ::unlink((o_.state_dir + "/summary").c_str());  // gone: no reader relies on it
   const sframe::StoreCoverageStats& st = store_->stats();
   log("stopping: %" PRIu64 " sections supplied (%" PRIu64 " bytes), %" PRIu64
       " present already, %" PRIu64 " files not covered",
@@ -503,15 +509,20 @@ int Service::run() {
 int fill_cache(const Options& o) {
   sframe::SframeCache cache(o.cache_dir.empty() ? sframe::default_cache_dir() : o.cache_dir,
                             o.memory_mib << 20);
-  uint64_t made = 0, read = 0, failed = 0;
+  uint64_t made = 0, read = 0, failed = 0, unstored = 0;
+  std::set<std::pair<dev_t, ino_t>> seen;  // a library and its links: once
   for (const std::string& dir : library_directories(o)) {
     for (const std::string& lib : libraries_in(dir)) {
+      struct stat st;
+      if (::stat(lib.c_str(), &st) != 0 || !seen.insert({st.st_dev, st.st_ino}).second) continue;
       try {
         const sframe::ObjectFile object = sframe::ObjectFile::open(lib);
         if (object.layout().has_sframe) continue;
         sframe::CacheResult r;
         cache.get(object, &r);
-        (r == sframe::CacheResult::kHit ? read : made)++;
+        (r == sframe::CacheResult::kHit        ? read
+         : r == sframe::CacheResult::kUncached ? unstored
+                                               : made)++;
       } catch (const sframe::Error& e) {
         if (e.err() == ENOEXEC) continue;  // linker scripts, not ELF
         failed++;
@@ -520,9 +531,10 @@ int fill_cache(const Options& o) {
     }
   }
   std::fprintf(stderr, "%s: cache %s: %" PRIu64 " sections made, %" PRIu64
-               " up to date, %" PRIu64 " libraries without SFrame\n",
-               kTool, cache.dir().c_str(), made, read, failed);
-  return 0;
+               " up to date, %" PRIu64 " made but not stored (the directory cannot be written), %" PRIu64
+               " libraries without SFrame\n",
+               kTool, cache.dir().c_str(), made, read, unstored, failed);
+  return unstored ? 1 : 0;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
+#include <climits>
 #include <cstring>
 #include <fstream>
 #include <set>
@@ -203,7 +204,7 @@ uint64_t CoverageStatus::counter(const std::string& name) const {
 // Format: "# sframe-coverd status 1" then "# name=value ..." then one line
 // per file: state dev ino id source-with-underscores bytes permille
 // reason<TAB>path (fields separated by tabs).
-void write_coverage_status(const std::string& path, const CoverageStatus& status) {
+void write_coverage_status(const std::string& path, const CoverageStatus& status, mode_t mode) {
   std::ostringstream o;
   o << "# sframe-coverd status 1\n#";
   for (const auto& [name, value] : status.counters) o << ' ' << name << '=' << value;
@@ -216,8 +217,10 @@ void write_coverage_status(const std::string& path, const CoverageStatus& status
   }
   const std::string tmp = path + ".tmp";
   const std::string data = o.str();
-  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  ::unlink(tmp.c_str());  // a left-over of another mode
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
   if (!fd) throw Error(errno, op::kWriteCache, tmp);
+  if (::fchmod(fd.get(), mode) != 0) throw Error(errno, op::kWriteCache, tmp);  // the umask's
   size_t done = 0;
   while (done < data.size()) {
     const ssize_t n = ::write(fd.get(), data.data() + done, data.size() - done);
@@ -276,17 +279,20 @@ CoverageStatus read_coverage_status(const std::string& path) {
 }
 
 pid_t coverage_service_pid(const std::string& dir) {
-  UniqueFd fd(::open((dir + "/pid").c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return 0;
-  // The service holds an exclusive lock while it runs: a shared one is
-  // refused then.  (A file left by a service gone is not locked.)
-  if (::flock(fd.get(), LOCK_SH | LOCK_NB) == 0) return 0;
-  if (errno != EWOULDBLOCK) return 0;
-  char buf[32] = {};
-  const ssize_t n = ::pread(fd.get(), buf, sizeof(buf) - 1, 0);
-  if (n <= 0) return 0;
-  const long pid = std::strtol(buf, nullptr, 10);
-  return pid > 0 ? pid_t(pid) : 0;
+  uint64_t pid = 0;
+  // The summary; the status (root's) too, which a service also writes.
+  for (const char* name : {"/summary", "/status"}) {
+    try {
+      pid = read_coverage_status(dir + name).counter("pid");
+      break;
+    } catch (const Error&) {
+    }
+  }
+  if (pid == 0 || pid > uint64_t(INT32_MAX)) return 0;
+  std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+  std::string name;
+  if (!std::getline(comm, name) || name != "sframe-coverd") return 0;
+  return pid_t(pid);
 }
 
 }  // namespace sframe

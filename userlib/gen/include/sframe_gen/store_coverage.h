@@ -116,18 +116,25 @@ struct CoverageStatus {
   uint64_t counter(const std::string& name) const;
 };
 
-// Writes the status to path through a temporary file and rename().  Throws
-// sframe::Error(op::kWriteCache, path).
-void write_coverage_status(const std::string& path, const CoverageStatus& status);
+// Writes the status to path through a temporary file and rename(), with
+// the file mode given.  Throws sframe::Error(op::kWriteCache, path).
+void write_coverage_status(const std::string& path, const CoverageStatus& status,
+                           mode_t mode = 0600);
 // Reads it back.  Throws sframe::Error(op::kOpen, path): the errno of
 // open(); EBADMSG when it is not such a file.
 CoverageStatus read_coverage_status(const std::string& path);
 
-// Where the service keeps its pid and status files.
+// Where the service keeps its files: `pid` (mode 0600, locked while it
+// runs: only root can open it, so no user can hold a lock that keeps the
+// service from starting), `status` (mode 0600: it names the files other
+// users' processes map, which /proc shows only to them and to root) and
+// `summary` (mode 0644: the status's counters alone, for everyone).
 inline constexpr const char kCoverageStateDir[] = "/run/sframe-coverd";
 
-// The pid of the coverage service running with state directory dir (it
-// holds a lock on dir/pid while it runs), or 0 when none does.
+// The pid of the coverage service running with state directory dir, or 0
+// when none does: the pid its summary names, if that process is alive and
+// is sframe-coverd (a summary left by a service gone names no such
+// process).
 pid_t coverage_service_pid(const std::string& dir = kCoverageStateDir);
 
 }  // namespace sframe
