@@ -29,6 +29,15 @@ uint64_t now_ms() {
   return uint64_t(ts.tv_sec) * 1000u + uint64_t(ts.tv_nsec) / 1000000u;
 }
 
+bool RateBound::take() {
+  const uint64_t now = now_ns();
+  if (at_ns_) tokens_ = std::min(rate_, tokens_ + rate_ * double(now - at_ns_) / 1e9);
+  at_ns_ = now;
+  if (tokens_ < 1.0) return false;
+  tokens_ -= 1.0;
+  return true;
+}
+
 std::string find_program(const std::string& name) {
   if (name.find('/') != std::string::npos) return name;
   const char* path = std::getenv("PATH");

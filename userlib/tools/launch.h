@@ -40,6 +40,18 @@ size_t objects_to_hold(size_t others);
 uint64_t now_ms();
 uint64_t now_ns();
 
+// A bound on a rate: take() allows `per_second` a second on average, and a
+// burst of as many after a quiet time.
+class RateBound {
+ public:
+  explicit RateBound(uint64_t per_second) : rate_(double(per_second)), tokens_(rate_) {}
+  bool take();
+
+ private:
+  double rate_, tokens_;
+  uint64_t at_ns_ = 0;
+};
+
 // The program execvp() would run for name (searched in $PATH when name has
 // no slash); name itself when not found.
 std::string find_program(const std::string& name);

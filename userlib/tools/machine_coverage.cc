@@ -45,7 +45,7 @@ MachineCoverage::MachineCoverage(const std::string& tool, bool verbose,
       limits_(limits),
       objects_(objects),
       cache_(sframe::default_cache_dir(), limits.memory_bytes),
-      tokens_(double(limits.generations_per_second)),
+      generations_(limits.generations_per_second),
       self_(::getpid()) {
   cache_.set_generation_gate([this] { return take_generation(); });
 }
@@ -56,12 +56,7 @@ bool MachineCoverage::take_generation() {
   // generation takes milliseconds, tens of them for a large library, more
   // under emulation; samples are read between passes).
   if (now >= pass_deadline_ns_) return false;
-  const double rate = double(limits_.generations_per_second);
-  if (tokens_at_ns_) tokens_ = std::min(rate, tokens_ + rate * double(now - tokens_at_ns_) / 1e9);
-  tokens_at_ns_ = now;
-  if (tokens_ < 1.0) return false;
-  tokens_ -= 1.0;
-  return true;
+  return generations_.take();
 }
 
 void MachineCoverage::scan() {

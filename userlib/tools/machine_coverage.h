@@ -23,6 +23,7 @@
 #include <set>
 #include <string>
 
+#include "launch.h"
 #include "sframe_client/sframe_client.hpp"
 #include "sframe_gen/coverage.h"
 #include "sframe_gen/sframe_cache.h"
@@ -108,8 +109,7 @@ class MachineCoverage {
   // processes running at the start; and the ones whose generations wait.
   std::deque<pid_t> urgent_, backlog_;
   std::set<pid_t> retry_;
-  double tokens_;
-  uint64_t tokens_at_ns_ = 0;
+  tools::RateBound generations_;
   uint64_t next_scan_ms_ = 0;
   uint64_t pass_deadline_ns_ = 0;  // generations refused after it
   pid_t self_;

@@ -171,7 +171,7 @@ class Service {
       : o_(o),
         cache_(o.cache_dir.empty() ? sframe::default_cache_dir() : o.cache_dir,
                o.memory_mib << 20),
-        tokens_(double(o.generations_per_second)) {
+        generations_(o.generations_per_second) {
     if (!o.once) cache_.set_generation_gate([this] { return take_generation(); });
   }
 
@@ -196,8 +196,7 @@ class Service {
   sframe::UniqueFd pid_file_, signals_;
   // Mapped files first (a process is waiting for them), libraries after.
   std::deque<Candidate> mapped_, libraries_;
-  double tokens_;
-  uint64_t tokens_at_ns_ = 0;
+  tools::RateBound generations_;
   uint64_t events_seen_ = 0, lost_seen_ = 0, rescans_ = 0, deferred_ = 0, skipped_ = 0;
   uint64_t started_ = uint64_t(std::time(nullptr));
   uint64_t status_at_ms_ = 0;
@@ -205,15 +204,7 @@ class Service {
   bool stop_ = false;
 };
 
-bool Service::take_generation() {
-  const uint64_t now = tools::now_ns();
-  const double rate = double(o_.generations_per_second);
-  if (tokens_at_ns_) tokens_ = std::min(rate, tokens_ + rate * double(now - tokens_at_ns_) / 1e9);
-  tokens_at_ns_ = now;
-  if (tokens_ < 1.0) return false;
-  tokens_ -= 1.0;
-  return true;
-}
+bool Service::take_generation() { return generations_.take(); }
 
 void Service::log(const char* fmt, ...) {
   va_list ap;
