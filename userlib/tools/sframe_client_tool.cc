@@ -303,9 +303,22 @@ int cmd_coverage(int argc, char** argv) {
               ", %" PRIu64 " mappings covered from it, %" PRIu64
               " entries dropped as their file changed\n",
               store.entries, store.bytes, store.bytes_limit, store.attaches, store.invalidated);
+  // The store now: an entry the status calls covered but the module has
+  // dropped since (the service writes its status when it next works) is
+  // shown dropped.
+  const std::vector<sframe::FileInfo> files = dev.list_files();
+  std::set<uint64_t> live;
+  for (const sframe::FileInfo& f : files) live.insert(f.id);
+  sframe::CoverageStatus now = status;
+  for (sframe::StoreFile& f : now.files) {
+    if (f.state == sframe::StoreFile::State::kCovered && f.id && !live.count(f.id)) {
+      f.state = sframe::StoreFile::State::kDropped;
+      f.reason = "file changed or deleted since it was covered (the module dropped its entry)";
+    }
+  }
   // (dev, ino) -> what the service knows of the file.
   std::map<std::pair<uint64_t, uint64_t>, const sframe::StoreFile*> known;
-  for (const sframe::StoreFile& f : status.files) known[{f.dev, f.ino}] = &f;
+  for (const sframe::StoreFile& f : now.files) known[{f.dev, f.ino}] = &f;
   if (!have_pid) {
     if (status.counters.empty()) return 0;
     std::printf("service: %" PRIu64 " files covered (%" PRIu64 " with SFrame made from .eh_frame), %"
@@ -317,7 +330,7 @@ int cmd_coverage(int argc, char** argv) {
                 status.counter("rss_kb"));
     // The files not covered, by reason.
     std::map<std::string, std::vector<std::string>> by_reason;
-    for (const sframe::StoreFile& f : status.files) {
+    for (const sframe::StoreFile& f : now.files) {
       if (f.state != sframe::StoreFile::State::kCovered) {
         by_reason[std::string(sframe::to_string(f.state)) + ": " + f.reason].push_back(f.path);
       }
@@ -327,7 +340,7 @@ int cmd_coverage(int argc, char** argv) {
       for (const std::string& p : paths) std::printf("    %s\n", p.c_str());
     }
     // Partly covered: rows of .eh_frame SFrame cannot say.
-    for (const sframe::StoreFile& f : status.files) {
+    for (const sframe::StoreFile& f : now.files) {
       if (f.state == sframe::StoreFile::State::kCovered && f.rows_permille < 1000) {
         std::printf("partly: %s: %.1f %% of its .eh_frame's text has SFrame rows\n",
                     f.path.c_str(), f.rows_permille / 10.0);
@@ -343,7 +356,6 @@ int cmd_coverage(int argc, char** argv) {
   } catch (const sframe::Error& e) {
     std::printf("(the module's entries of pid %d: %s)\n", static_cast<int>(pid), e.what());
   }
-  const std::vector<sframe::FileInfo> files = dev.list_files();
   std::printf("%-10s %s\n", "COVERED BY", "FILE");
   std::set<std::pair<uint64_t, uint64_t>> shown;
   for (const sframe::MapsEntry& m : maps) {

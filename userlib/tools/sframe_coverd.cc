@@ -34,7 +34,9 @@
 #include <malloc.h>
 #include <poll.h>
 #include <signal.h>
+#include <linux/capability.h>
 #include <sys/file.h>
+#include <sys/syscall.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -290,6 +292,7 @@ void Service::read_events() {
   for (sframe::TaskEvent& ev : evs) {
     if (ev.kind != sframe::TaskEvent::Kind::kMmap || ev.name.empty() || ev.name[0] != '/') continue;
     events_seen_++;
+    dirty_ = true;  // the counters
     mapped_.push_back({pid_t(ev.pid), ev.start, ev.start + ev.len, std::move(ev.name)});
   }
   if (events_.counts().lost != lost_seen_) {
@@ -409,7 +412,22 @@ void Service::write_status(bool force) {
   }
 }
 
+// Whether this process has capability cap in its effective set.
+bool has_capability(int cap) {
+  __user_cap_header_struct h{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct d[2]{};
+  if (::syscall(SYS_capget, &h, d) != 0) return false;
+  return (d[cap / 32].effective >> (cap % 32)) & 1;
+}
+
 int Service::run() {
+  // Said at once, not as a failure per file: every supply would be EPERM.
+  if (!has_capability(CAP_SYS_ADMIN)) {
+    throw sframe::Error(EPERM, "start", "",
+                        "sframe-coverd needs CAP_SYS_ADMIN (run it as root): the module's file "
+                        "store takes sections from CAP_SYS_ADMIN only, and the system-wide perf "
+                        "events that tell of new mappings need it (or CAP_PERFMON) too");
+  }
   lock_state_dir();
   store_ = std::make_unique<sframe::StoreCoverage>(dev_, &cache_);
   if (!o_.once) {
@@ -448,6 +466,9 @@ int Service::run() {
       const uint64_t now = tools::now_ms();
       if (work) timeout = retry_at_ms > now ? int(retry_at_ms - now) : 0;
       if (dirty_) timeout = timeout < 0 ? 1000 : std::min(timeout, 1000);
+      // Idle: the store's invalidation counter read every 5 s (one ioctl),
+      // so that the status says which entries the module dropped.
+      if (timeout < 0) timeout = 5000;
       if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) {
         throw sframe::Error(errno, "poll", "");
       }
@@ -464,8 +485,11 @@ int Service::run() {
       read_events();
     }
     // The module dropped entries (a file written or deleted): their files
-    // are covered again when mapped next.
-    if (!mapped_.empty()) store_->sync();
+    // are covered again when mapped next, and the status says so.  (One
+    // ioctl when nothing was dropped; on a machine with nothing mapped the
+    // next record or `sframe-client coverage`, which lists the store
+    // itself, tells.)
+    if (store_->sync()) dirty_ = true;
     // Work for at most 50 ms, then read the records again.
     const uint64_t until = tools::now_ms() + 50;
     while (!stop_ && tools::now_ms() < until && (!mapped_.empty() || !libraries_.empty())) {

@@ -12,12 +12,14 @@
 #include <climits>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 
 #include "sframe_client/error.h"
 #include "sframe_client/fd.h"
+#include "sframe_client/sframe_format.h"
 #include "sframe_gen/supply.h"
 #include "sframe_object/elf_file.h"
 
@@ -31,7 +33,10 @@ int64_t mtime_ns_of(const struct stat& st) {
 // The part of an error's message after "OBJECT: " (the object is the
 // file's line already): what a reader of `sframe-client coverage` needs.
 std::string reason_of(const Error& e) {
-  if (e.err() == ENODATA && e.op() == op::kGenerate) return "no .eh_frame";
+  if (e.err() == ENODATA && e.op() == op::kGenerate &&
+      std::string(e.what()).find("can be said") == std::string::npos) {
+    return "no .eh_frame";
+  }
   const std::string what = e.what();
   const std::string prefix = e.object() + ": ";
   const size_t at = e.object().empty() ? std::string::npos : what.find(prefix);
@@ -134,10 +139,15 @@ const StoreFile& StoreCoverage::cover(const ObjectFile& object) {
       bytes = &g->bytes;
       vaddr = g->section_vaddr;
       f.source = "generated";
+      // A section made now has its counts; one read from the cache has
+      // none (the cache keeps the section alone): its FDEs say whether any
+      // row could be said.
       const GenerateStats& gs = g->stats;
-      f.rows_permille =
-          gs.fde_bytes ? uint32_t(gs.covered_bytes * 1000 / gs.fde_bytes) : 0;
-      if (!gs.covered_bytes) {
+      const std::optional<SectionHeader> h = parse_header(g->bytes.data(), g->bytes.size());
+      const bool made_now = gs.fde_bytes != 0;
+      f.rows_permille = made_now ? uint32_t(gs.covered_bytes * 1000 / gs.fde_bytes)
+                                 : StoreFile::kRowsUnknown;
+      if (made_now ? gs.covered_bytes == 0 : (!h || h->num_fdes == 0)) {
         throw Error(ENODATA, op::kGenerate, object.name(),
                     "no row of its .eh_frame can be said in SFrame");
       }
@@ -212,7 +222,9 @@ void write_coverage_status(const std::string& path, const CoverageStatus& status
   for (const StoreFile& f : status.files) {
     o << to_string(f.state) << '\t' << f.dev << '\t' << f.ino << '\t' << f.id << '\t'
       << (f.source.empty() ? "-" : escape(f.source)) << '\t' << f.sframe_bytes << '\t'
-      << f.rows_permille << '\t' << (f.reason.empty() ? "-" : escape(f.reason)) << '\t'
+      << (f.rows_permille == StoreFile::kRowsUnknown ? std::string("-")
+                                                     : std::to_string(f.rows_permille))
+      << '\t' << (f.reason.empty() ? "-" : escape(f.reason)) << '\t'
       << escape(f.path) << '\n';
   }
   const std::string tmp = path + ".tmp";
@@ -270,7 +282,8 @@ CoverageStatus read_coverage_status(const std::string& path) {
     f.id = std::strtoull(fields[3].c_str(), nullptr, 10);
     f.source = fields[4] == "-" ? "" : unescape(fields[4]);
     f.sframe_bytes = std::strtoull(fields[5].c_str(), nullptr, 10);
-    f.rows_permille = uint32_t(std::strtoul(fields[6].c_str(), nullptr, 10));
+    f.rows_permille = fields[6] == "-" ? StoreFile::kRowsUnknown
+                                       : uint32_t(std::strtoul(fields[6].c_str(), nullptr, 10));
     f.reason = fields[7] == "-" ? "" : unescape(fields[7]);
     f.path = unescape(line.substr(at));
     st.files.push_back(std::move(f));

@@ -45,7 +45,9 @@ struct StoreFile {
   std::string source;         // "generated", "own .sframe" (kCovered)
   uint64_t sframe_bytes = 0;  // the section supplied
   // Text bytes inside .eh_frame FDEs that have an SFrame row, per mille
-  // (1000 for a file's own .sframe).
+  // (1000 for a file's own .sframe; kRowsUnknown for a section read from
+  // the cache, which keeps no generation counts).
+  static constexpr uint32_t kRowsUnknown = ~0u;
   uint32_t rows_permille = 1000;
   std::string reason;  // why not covered (kFailed, kDropped)
   std::string path;    // the path a process named it by
@@ -81,8 +83,8 @@ class StoreCoverage {
 
   // When the module's invalidation counter moved since the last look (or
   // on the first call): lists the store and marks the files whose entries
-  // are gone kDropped.  Returns how many were.  Throws sframe::Error
-  // (op::kGetStats, op::kFileList).
+  // are gone kDropped.  Returns how many were.  One ioctl when nothing
+  // moved.  Throws sframe::Error (op::kGetStats, op::kFileList).
   size_t sync();
 
   // Every file looked at, by (dev, ino).
