@@ -40,7 +40,7 @@ now() { date +%s.%N; }
 
 # ---- inputs ------------------------------------------------------------------
 cat /usr/bin/perl /usr/lib/x86_64-linux-gnu/libc.so.6 | head -c 3000000 > "$W/input"
-seq -f "%09g" 1 120000 | sort -R --random-source=/usr/bin/perl > "$W/lines"
+seq -f "%09g" 1 300000 | sort -R --random-source=/usr/bin/perl > "$W/lines"
 cat > "$W/t.cc" <<'CC'
 #include <algorithm>
 #include <map>
@@ -80,14 +80,14 @@ MK
 
 # name, then the command.
 WORKLOADS=(
-	"python3|/usr/bin/python3 -c 'sum(i*i for i in range(300000))'"
-	"perl|/usr/bin/perl -e '\$s=0; for \$i (1..300000) { \$s += \$i*\$i }'"
+	"python3|/usr/bin/python3 -c 'sum(i*i for i in range(1500000))'"
+	"perl|/usr/bin/perl -e '\$s=0; for \$i (1..1500000) { \$s += \$i*\$i }'"
 	"xz|/usr/bin/xz -2 -T1 -c $W/input"
 	"zstd|/usr/bin/zstd -T2 -12 -c $W/input"
-	"sqlite3|/usr/bin/sqlite3 :memory: 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x<150000) SELECT sum(x*x) FROM c;'"
+	"sqlite3|/usr/bin/sqlite3 :memory: 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x<600000) SELECT sum(x*x) FROM c;'"
 	"sort|/usr/bin/sort $W/lines"
 	"openssl|/usr/bin/openssl speed -seconds 2 sha256"
-	"node|/usr/bin/node -e 'let s=0; for (let i=0;i<3e6;i++) s+=i*i'"
+	"node|/usr/bin/node -e 'let s=0; for (let i=0;i<3e7;i++) s+=i*i'"
 	"gxx|/usr/bin/g++ -O2 -c $W/t.cc -o $W/t.o"
 	"make|make -s -B -j2 -C $W/proj"
 )
@@ -188,7 +188,10 @@ cpu() { awk '{ print $14 + $15 }' "/proc/$coverd/stat"; }
 rss() { awk '/VmRSS/ { print $2 }' "/proc/$coverd/status"; }
 c0=$(cpu)
 r0=$(rss)
-sleep "$IDLE"
+for ((t = 0; t < IDLE; t += 60)); do
+	sleep 60
+	echo "idle +$((t + 60)) s: CPU ticks $(( $(cpu) - c0 )), resident $(rss) KiB" >> "$OUT/idle.txt"
+done
 c1=$(cpu)
 r1=$(rss)
 tick=$(getconf CLK_TCK)

@@ -11,6 +11,9 @@ before main exists (_dl_start, dl_main, _dl_sysdep_start, _dl_start_user:
 no stack of those can reach main) and the share without any user frame
 (taken in the kernel during exec or exit: the module unwinds a user stack
 at the return to user space, which an exiting task never makes).
+Each cell: "reach main % / complete % of samples", where complete also
+counts the stacks taken before main exists whose walk reached the entry of
+the thread (the loader's _start, or clone3 before start_thread).
 Then the program started during the -a recording (its first samples), and
 memory.txt and exec-to-coverage.txt as written.  Prints Markdown."""
 import os
@@ -19,6 +22,10 @@ import sys
 
 ROOT = re.compile(r"^(main|__libc_start_main.*|__libc_start_call_main|start_thread)$")
 LOADER = re.compile(r"^(_dl_start|_dl_start_final|_dl_sysdep_start|dl_main|_dl_start_user)$")
+# The outermost frame of a walk that went all the way: the loader's entry
+# (_start of ld.so, unnamed in its symbol table: "[ld-linux-x86-64.so.2]"),
+# a new thread still in clone3 before start_thread.
+ENTRY = re.compile(r"^(\[ld-linux-x86-64\.so\.2\]|_dl_start_user|__GI___clone3|__clone3|clone3|__clone|clone)$")
 WORKLOADS = ["python3", "perl", "xz", "zstd", "sqlite3", "sort", "openssl", "node", "gxx", "make"]
 
 
@@ -36,7 +43,9 @@ def classify(frames):
     names = [function(f) for f in user]
     if any(ROOT.match(n) for n in names):
         return "main"
-    if any(LOADER.match(n) for n in names):
+    # Before main exists (the loader's start-up, a thread being made): the
+    # stack is whole when its outermost frame is the entry.
+    if ENTRY.match(names[0]):
         return "loader"
     return "other"
 
@@ -64,8 +73,8 @@ def cell(t):
     if not t or not t["all"]:
         return "-"
     a = t["all"]
-    return (f"{100.0 * t['main'] / a:.1f} % of {a} (loader {100.0 * t['loader'] / a:.1f}, "
-            f"no user {100.0 * t['nouser'] / a:.1f})")
+    return (f"{100.0 * t['main'] / a:.1f} % / {100.0 * (t['main'] + t['loader']) / a:.1f} % of {a} "
+            f"(no user frame {100.0 * t['nouser'] / a:.1f})")
 
 
 def late_program(d):
@@ -124,7 +133,7 @@ def main():
         for c in comms:
             print(f"| {w} | {c} | {cell(p.get(c))} | {cell(s.get(c))} |")
     late_program(d)
-    for name in ("memory.txt", "exec-to-coverage.txt"):
+    for name in ("memory.txt", "idle.txt", "exec-to-coverage.txt"):
         try:
             print(f"\n{name}:\n")
             for line in open(os.path.join(d, name)):
