@@ -175,7 +175,7 @@ sleep 20
 b1=$(stat_of file_bytes)
 e1=$(stat_of file_entries)
 echo "service: 200 sleepers: file_bytes $b0 -> $b1 (+$((b1 - b0))), file_entries $e0 -> $e1" | tee -a "$OUT/memory.txt"
-$CLIENT files | grep -F "$(stat -c %i "$W/sleep-b")" >> "$OUT/memory.txt"
+$CLIENT files | awk -v k=":$(stat -c %i "$W/sleep-b")" 'index($2, k) && substr($2, length($2) - length(k) + 1) == k' >> "$OUT/memory.txt"
 stop_sleepers
 
 # ---- 5. exec to coverage -----------------------------------------------------

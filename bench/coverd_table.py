@@ -24,8 +24,9 @@ ROOT = re.compile(r"^(main|__libc_start_main.*|__libc_start_call_main|start_thre
 LOADER = re.compile(r"^(_dl_start|_dl_start_final|_dl_sysdep_start|dl_main|_dl_start_user)$")
 # The outermost frame of a walk that went all the way: the loader's entry
 # (_start of ld.so, unnamed in its symbol table: "[ld-linux-x86-64.so.2]"),
+# the program's _start (a walk through frames the report could not name),
 # a new thread still in clone3 before start_thread.
-ENTRY = re.compile(r"^(\[ld-linux-x86-64\.so\.2\]|_dl_start_user|__GI___clone3|__clone3|clone3|__clone|clone)$")
+ENTRY = re.compile(r"^(_start|\[ld-linux-x86-64\.so\.2\]|_dl_start_user|__GI___clone3|__clone3|clone3|__clone|clone)$")
 WORKLOADS = ["python3", "perl", "xz", "zstd", "sqlite3", "sort", "openssl", "node", "gxx", "make"]
 
 
@@ -78,13 +79,17 @@ def cell(t):
 
 
 def late_program(d):
-    """The first samples of the process started during the -a recording."""
+    """The first samples of the process started during the -a recording,
+    from its exec on: the shell forked it before, and the report names
+    those samples by the process's last comm too.  Its exec shows as the
+    first sample in the dynamic loader (what an exec'd program runs
+    first)."""
     try:
         pid = open(os.path.join(d, "late.txt")).read().split()[-1]
     except OSError:
         return
-    samples = []
-    comm, head, frames = None, None, []
+    samples = []  # (time, user frames leaf first)
+    head, frames = None, []
 
     def flush():
         if head is not None:
@@ -96,9 +101,15 @@ def late_program(d):
                 flush()
                 head, frames = None, []
             elif line[0] in " \t":
-                parts = line.split()
-                if len(parts) >= 2 and "[kernel.kallsyms]" not in line:
-                    frames.append(parts[1])  # user frames only
+                parts = line.split(None, 2)
+                if len(parts) < 3 or "[kernel.kallsyms]" in line:
+                    continue  # user frames only
+                sym, obj = parts[1], parts[2].strip().strip("()")
+                # An unnamed frame of ld.so: its entry, as the folded
+                # output names it.
+                if sym == "[unknown]" and obj.endswith("/ld-linux-x86-64.so.2"):
+                    sym = "[ld-linux-x86-64.so.2]"
+                frames.append(sym)
             else:
                 flush()
                 head, frames = line, []
@@ -106,19 +117,25 @@ def late_program(d):
     mine = []
     for head, frames in samples:
         parts = head.split()
-        # perf script: comm pid[/tid] time: ...
-        ids = [p for p in parts[1:3] if re.match(r"^\d+(/\d+)?$", p)]
-        if ids and ids[0].split("/")[0] == pid:
-            mine.append(list(reversed(frames)))
-    if not mine:
-        print(f"\nprogram started during the -a recording (pid {pid}): no samples found")
+        m = re.search(r"\s(\d+\.\d+):", head)
+        if len(parts) > 1 and parts[1].split("/")[0] == pid and m:
+            mine.append((float(m.group(1)), list(reversed(frames)), frames))
+    mine.sort(key=lambda t: t[0])
+    start = next((i for i, (_, _, leaf_first) in enumerate(mine)
+                  if any("ld-linux" in fr or fr.startswith("_dl_") or fr == "dl_main"
+                         for fr in leaf_first)), None)
+    if start is None:
+        print(f"\nprogram started during the -a recording (pid {pid}): no sample after its exec")
         return
-    first = [classify(fr) for fr in mine[:10]]
-    allc = [classify(fr) for fr in mine]
-    print(f"\nprogram started during the -a recording (pid {pid}): {len(mine)} samples; "
-          f"first 10: {first.count('main')} reach main, {first.count('loader')} in the loader, "
-          f"{first.count('nouser')} without user frames, {first.count('other')} incomplete; "
-          f"all: {allc.count('main')} of {len(allc)} reach main")
+    after = [classify(root_first) for _, root_first, _ in mine[start:]]
+    first = after[:10]
+    print(f"\nprogram started during the -a recording (pid {pid}): {len(mine) - start} samples "
+          f"from its exec on ({start} before it, in the shell that forked it); first 10: "
+          f"{first.count('main') + first.count('loader')} complete ({first.count('main')} reach "
+          f"main, {first.count('loader')} in the loader's start-up down to its entry), "
+          f"{first.count('nouser')} without user frames, {first.count('other')} incomplete; all "
+          f"from its exec on: {after.count('main')} reach main, "
+          f"{after.count('main') + after.count('loader')} complete of {len(after)}")
 
 
 def main():
