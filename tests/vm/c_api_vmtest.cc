@@ -526,7 +526,7 @@ TEST_F(CApiFileStoreTest, SupplyListAndRemoveAFilesSection) {
   EXPECT_EQ(sframe_client_file_remove(cdev_, id2), 0) << ErrMsg();
   EXPECT_EQ(FindFile(Files(), id2), nullptr);
   EXPECT_EQ(sframe_client_file_remove(cdev_, id2), -ENOENT);
-  EXPECT_NE(ErrMsg().find("entry " + std::to_string(id2)), std::string::npos) << ErrMsg();
+  EXPECT_NE(ErrMsg().find(" id " + std::to_string(id2) + ":"), std::string::npos) << ErrMsg();
   ASSERT_EQ(FileSupply(bytes, 0, nullptr), 0) << ErrMsg();
   EXPECT_EQ(StoreStats().entries, st0.entries + 1);
   EXPECT_EQ(sframe_client_file_remove_fd(cdev_, fd_), 0) << ErrMsg();
