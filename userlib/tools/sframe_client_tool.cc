@@ -369,9 +369,7 @@ int cmd_coverage(int argc, char** argv) {
     }
     // The file as the service and the store see it.
     struct stat st{};
-    char range[48];
-    std::snprintf(range, sizeof(range), "/%" PRIx64 "-%" PRIx64, m.start, m.end);
-    const std::string way = "/proc/" + std::to_string(pid) + "/map_files" + range;
+    const std::string way = sframe::map_files_path(pid, m.start, m.end);
     const bool have_st = ::stat(way.c_str(), &st) == 0 || ::stat(m.path.c_str(), &st) == 0;
     bool in_store = false;
     for (const sframe::FileInfo& f : files) {

@@ -174,13 +174,12 @@ class Service {
         cache_(o.cache_dir.empty() ? sframe::default_cache_dir() : o.cache_dir,
                o.memory_mib << 20),
         generations_(o.generations_per_second) {
-    if (!o.once) cache_.set_generation_gate([this] { return take_generation(); });
+    if (!o.once) cache_.set_generation_gate([this] { return generations_.take(); });
   }
 
   int run();
 
  private:
-  bool take_generation();
   void lock_state_dir();
   void scan_processes();
   void scan_libraries();
@@ -205,8 +204,6 @@ class Service {
   bool dirty_ = true;
   bool stop_ = false;
 };
-
-bool Service::take_generation() { return generations_.take(); }
 
 void Service::log(const char* fmt, ...) {
   va_list ap;
@@ -310,12 +307,7 @@ bool Service::look_at(const Candidate& c) {
   // whatever namespace); else the path as this process sees it, which
   // covers the file there, whichever it is (the module keys by inode: a
   // section is only ever used for the inode it was made from).
-  std::string way;
-  if (c.pid) {
-    char range[48];
-    std::snprintf(range, sizeof(range), "/%" PRIx64 "-%" PRIx64, c.start, c.end);
-    way = "/proc/" + std::to_string(c.pid) + "/map_files" + range;
-  }
+  const std::string way = c.pid ? sframe::map_files_path(c.pid, c.start, c.end) : std::string();
   struct stat st;
   bool via_process = !way.empty() && ::stat(way.c_str(), &st) == 0;
   if (!via_process && ::stat(c.path.c_str(), &st) != 0) {
@@ -393,6 +385,7 @@ void Service::write_status(bool force) {
                 {"generated", cs.generated},
                 {"cache_reads", cs.disk_hits},
                 {"deferred", deferred_},
+                {"skipped", skipped_},  // mappings gone, or whose file would not open
                 {"mmap_records", events_seen_},
                 {"mmap_records_lost", lost_seen_},
                 {"process_scans", rescans_},

@@ -87,6 +87,12 @@ std::string maps_path(pid_t pid) {
   return "/proc/" + (pid ? std::to_string(pid) : std::string("self")) + "/maps";
 }
 
+std::string map_files_path(pid_t pid, uint64_t start, uint64_t end) {
+  char range[48];
+  std::snprintf(range, sizeof(range), "/%" PRIx64 "-%" PRIx64, start, end);
+  return "/proc/" + (pid ? std::to_string(pid) : std::string("self")) + "/map_files" + range;
+}
+
 std::vector<MapsEntry> read_maps(pid_t pid) {
   const std::string path = maps_path(pid);
   UniqueFd fd;

@@ -23,12 +23,6 @@ std::string proc_of(pid_t pid) {
   return "/proc/" + (pid ? std::to_string(pid) : std::string("self"));
 }
 
-// What open_mapped_file() opens first.
-std::string map_files_path(pid_t pid, uint64_t start, uint64_t end) {
-  char range[48];
-  std::snprintf(range, sizeof(range), "/%" PRIx64 "-%" PRIx64, start, end);
-  return proc_of(pid) + "/map_files" + range;
-}
 
 // stat() of the file process pid maps as m, the way open_mapped_file()
 // would open it: its map_files entry, else the path in its root, which

@@ -65,6 +65,10 @@ std::map<std::string, const MapsEntry*> image_bases(const std::vector<MapsEntry>
 // "/proc/PID/maps", or "/proc/self/maps" for pid 0.
 std::string maps_path(pid_t pid);
 
+// "/proc/PID/map_files/START-END" (pid 0: self): the file a mapping maps,
+// whatever namespace it is in (what open_mapped_file() opens first).
+std::string map_files_path(pid_t pid, uint64_t start, uint64_t end);
+
 // The mappings of process pid (0: this one) now, read whole at once.
 // Throws sframe::Error(op::kFindObject, maps_path(pid)) with the errno of
 // open() or read(): ENOENT or ESRCH when the process is gone, EACCES
