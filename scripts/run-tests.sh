@@ -4,11 +4,14 @@
 #   1. scripts/install-deps.sh          (apt; needs root or passwordless sudo;
 #                                        reads KERNELS for the RT kernels)
 #   2. cmake -S . -B build && cmake --build build -j2
-#   3. ctest --test-dir build --output-on-failure      (host tests)
+#   3. ctest --test-dir build --output-on-failure -j<nproc>   (host tests)
 #   4. scripts/dkms-install.sh KVER...  (module into DKMS for every kernel
-#      tested, with the test hooks: SFRAME_UNWIND_TEST_HOOKS=y)
-#   5. tests/vm/run-vm.sh build vm-out/<kver>   (the VM suite, once per kernel)
-#   6. make deb (packages, lintian), then tests/vm/package/run.sh on the
+#      tested, with the test hooks: SFRAME_UNWIND_TEST_HOOKS=y), then
+#   5. tests/vm/run-vm.sh build vm-out/<kver>   (the VM suite, once per
+#      kernel): the host's kernels first, then those of each VM image (built
+#      in the background meanwhile)
+#   6. make deb (packages, lintian; started after the build, in the
+#      background at nice 19), then tests/vm/package/run.sh on the
 #      newest 6.1: the packages installed, used and removed in a VM; each
 #      step of it (tests/vm/package/guest.sh) counts as a test.  With
 #      KERNELS=all also on 7.3, with the kernel-upgrade step (skipped on 6.1)
@@ -34,7 +37,7 @@
 #             install-deps.sh installs when KERNELS is "all" or names them).
 #             `make check KERNELS=...` passes it.  A named kernel that is not
 #             installed, or that DKMS refuses, is a failed suite.
-#   SFRAME_CTEST_ARGS   extra ctest arguments, e.g. "-j2" or "-R decode"
+#   SFRAME_CTEST_ARGS   extra ctest arguments, e.g. "-j1" or "-R decode"
 #   everything tests/vm/run-vm.sh documents (SFRAME_VM_*), except SFRAME_KVER
 #   (set per kernel here).
 set -uo pipefail
@@ -131,30 +134,30 @@ for spec in $specs; do
 	i=$(image_of_spec "$spec")
 	[[ -n $i ]] && want_image[$i]=1
 done
-# Built in the background while the host's build and tests run (mostly
-# download and dpkg, little of the CPU the compiler uses); waited for
-# before DKMS (images_done).
+# Built in the background at the lowest CPU and I/O priority (mmdebstrap:
+# download, dpkg, some two minutes of CPU), so that they take only what the
+# build, the host tests and the host's VM suites leave; waited for before
+# their own kernels' DKMS build (image_done).
 image_pids=()
 for i in "${!want_image[@]}"; do
 	echo "==== run-tests: building the VM image $i in the background ($LOGS/image-$i.log)"
-	as_root tests/vm/images/build.sh "$i" > "$LOGS/image-$i.path" 2> "$LOGS/image-$i.log" &
+	as_root nice -n 19 ionice -c 3 tests/vm/images/build.sh "$i" > "$LOGS/image-$i.path" 2> "$LOGS/image-$i.log" &
 	image_pids+=("$i:$!")
 done
-images_done() {
-	local e i pid
-	[[ ${#image_pids[@]} -gt 0 ]] || return 0
-	note "VM images (${!want_image[*]}): waiting for their build"
+image_done() { # NAME
+	local e pid=
 	for e in "${image_pids[@]}"; do
-		i=${e%%:*}
-		pid=${e#*:}
-		if ! wait "$pid"; then
-			tail -n 20 "$LOGS/image-$i.log"
-			problem "VM image $i could not be built (see $LOGS/image-$i.log)"
-			continue
-		fi
-		echo "image $i: $(cat "$LOGS/image-$i.path") ($(grep -E '^images: ' "$LOGS/image-$i.log" | tail -n 1))"
-		sed 's/^/  /' "$(cat "$LOGS/image-$i.path")/.sframe-image"
+		[[ ${e%%:*} == "$1" ]] && pid=${e#*:}
 	done
+	[[ -n $pid ]] || return 0
+	note "VM image $1: waiting for its build"
+	if ! wait "$pid"; then
+		tail -n 20 "$LOGS/image-$1.log"
+		problem "VM image $1 could not be built (see $LOGS/image-$1.log)"
+		return
+	fi
+	echo "image $1: $(cat "$LOGS/image-$1.path") ($(grep -E '^images: ' "$LOGS/image-$1.log" | tail -n 1))"
+	sed 's/^/  /' "$(cat "$LOGS/image-$1.path")/.sframe-image"
 }
 
 
@@ -168,11 +171,21 @@ elif ! cmake --build "$BUILD" -j2; then
 	problem "cmake build failed"
 fi
 
+# The packages (dpkg-buildpackage builds the tree again, then lintian: some
+# 90 s of CPU) are built in the background at the lowest priority: they use
+# what the host tests and the VM suites leave (the 6.1 suite under TCG kept
+# this 2-CPU host 72 % busy on average, sampled every 10 s), and yield to
+# them at once.  Waited for before the package test.
+nice -n 19 make deb BUILD="$BUILD" > "$LOGS/deb.log" 2>&1 &
+deb_pid=$!
+
 # ---- 3. host tests ------------------------------------------------------------
 note "host tests (ctest)"
 if [[ -f $BUILD/CTestTestfile.cmake ]]; then
 	# shellcheck disable=SC2086
-	ctest --test-dir "$BUILD" --output-on-failure --timeout 900 \
+	# One test per CPU (the host tests are independent: each writes under
+	# its own name in the build tree).
+	ctest --test-dir "$BUILD" --output-on-failure --timeout 900 -j"$(nproc)" \
 		${SFRAME_CTEST_ARGS:-} 2>&1 | tee "$LOGS/ctest.log"
 	line=$(grep -E '[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' "$LOGS/ctest.log" | tail -n 1)
 	if [[ $line =~ ([0-9]+)\ tests?\ failed\ out\ of\ ([0-9]+) ]]; then
@@ -202,39 +215,23 @@ else
 	problem "host suite did not run (no $BUILD/CTestTestfile.cmake)"
 fi
 
-# ---- 4. module into DKMS -------------------------------------------------------
-images_done
-kvers=()
-for spec in $specs; do
-	if k=$(rig_resolve_kver "$spec"); then
-		kvers+=("$k")
-	else
-		problem "VM suite on kernel $spec did not run: no such kernel installed with headers"
-	fi
-done
-
-note "module (dkms) for ${kvers[*]:-no kernel}"
-if [[ ${#kvers[@]} -gt 0 ]]; then
-	# With the test suite's hooks (dkms.conf, module/Kbuild): built here
-	# only, never by the packages or `make install`.
-	as_root env SFRAME_UNWIND_TEST_HOOKS=y scripts/dkms-install.sh "${kvers[@]}" 2>&1 |
-		tee "$LOGS/dkms.log"
-fi
-
-# ---- 5. VM tests, once per kernel ---------------------------------------------
+# ---- 4, 5. the module into DKMS, then the VM suite, kernel by kernel -------------
 # The accelerator is chosen once for the run (rig/accel.sh boots a probe
 # guest; a machine whose /dev/kvm never boots a guest costs one bound, not
 # one per VM).
 export SFRAME_VM_ACCEL_CACHE=$VMOUT/accel
 rm -rf "$SFRAME_VM_ACCEL_CACHE"
 mkdir -p "$SFRAME_VM_ACCEL_CACHE"
-for k in "${kvers[@]}"; do
+
+# One suite: its counts join the run's.
+run_suite() { # KVER
+	local k=$1 out log tk vm_rc secs line vp vf vs vsk why
 	note "VM tests on $k"
 	if ! grep -qxF "dkms-install: $k: installed" "$LOGS/dkms.log"; then
 		why=$(sed -n "s/^dkms-install: $k: //p" "$LOGS/dkms.log" | tail -n 1)
 		problem "VM suite on $k did not run: module not installed through DKMS (${why:-see $LOGS/dkms.log})"
 		summaries+=("$k: did not run (${why:-no module})")
-		continue
+		return
 	fi
 	out=$VMOUT/$k
 	log=$LOGS/vm-$k.log
@@ -266,11 +263,41 @@ for k in "${kvers[@]}"; do
 		problem "VM suite on $k did not run (no summary from tests/vm/run-vm.sh, exit $vm_rc)"
 		summaries+=("$k: no summary (exit $vm_rc, ${secs}s)")
 	fi
+}
+
+# The kernels of one root file system: the host's ("") first, then each
+# image's once it is built, so that an image's build overlaps the host's
+# suites.  One DKMS run per root (dkms-install.sh replaces that root's
+# previous registration, every kernel of it).
+: > "$LOGS/dkms.log"
+roots=("")
+for i in "${!want_image[@]}"; do roots+=("$i"); done
+for root in "${roots[@]}"; do
+	[[ -z $root ]] || image_done "$root"
+	kvers=()
+	for spec in $specs; do
+		[[ $(image_of_spec "$spec") == "$root" ]] || continue
+		if k=$(rig_resolve_kver "$spec"); then
+			kvers+=("$k")
+		else
+			problem "VM suite on kernel $spec did not run: no such kernel installed with headers"
+		fi
+	done
+	[[ ${#kvers[@]} -gt 0 ]] || continue
+	note "module (dkms) for ${kvers[*]}"
+	# With the test suite's hooks (dkms.conf, module/Kbuild): built here
+	# only, never by the packages or `make install`.
+	as_root env SFRAME_UNWIND_TEST_HOOKS=y scripts/dkms-install.sh "${kvers[@]}" 2>&1 |
+		tee -a "$LOGS/dkms.log"
+	for k in "${kvers[@]}"; do run_suite "$k"; done
 done
 
 # ---- 6. the Debian packages -------------------------------------------------
-note "packages (make deb, lintian)"
-if make deb BUILD="$BUILD" 2>&1 | tee "$LOGS/deb.log"; [[ ${PIPESTATUS[0]} -eq 0 ]]; then
+note "packages (make deb, lintian): waiting for their build (started after the host build)"
+wait "$deb_pid"
+deb_rc=$?
+cat "$LOGS/deb.log"
+if [[ $deb_rc -eq 0 ]]; then
 	passed=$((passed + 1))
 	echo "packages: built, lintian without errors"
 	# On Debian 12's 6.1 (the host's system); with KERNELS=all also on the
