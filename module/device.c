@@ -54,7 +54,8 @@ static long sframe_do_register(void __user *uarg)
 		return -EINVAL;
 	return sframe_register_section(current->mm, req.sframe_addr,
 				       req.sframe_len, req.text_start,
-				       req.text_len, SFRAME_SOURCE_REGISTERED);
+				       req.text_len, SFRAME_SOURCE_REGISTERED,
+				       NULL);
 }
 
 static long sframe_ioctl_register(void __user *uarg)

@@ -83,7 +83,7 @@ static int sframe_discover_file(struct mm_struct *mm, struct file *file,
 	ret = sframe_register_section(mm, bias + text.sframe_vaddr,
 				      text.sframe_len, bias + text.text_lo,
 				      text.text_hi - text.text_lo,
-				      SFRAME_SOURCE_DISCOVERED);
+				      SFRAME_SOURCE_DISCOVERED, file_inode(file));
 	if (ret == -EEXIST)
 		ret = 0;
 	else if (!ret)

@@ -11,6 +11,7 @@
 #include "sframe_decode.h"
 #include "sframe_unwind.h"
 
+struct inode;
 struct sframe_mm;
 struct sframe_row_cache;
 
@@ -53,11 +54,13 @@ void sframe_registry_exit(void);
 
 /*
  * Validate and add a section in mm's memory for mm (the caller's).
- * source: SFRAME_SOURCE_REGISTERED or _DISCOVERED.  Errors: see uapi.
+ * source: SFRAME_SOURCE_REGISTERED or _DISCOVERED.  inode: the file whose
+ * mapping discovery found the section in (its text must still be that
+ * file's when the entry is inserted), or NULL.  Errors: see uapi.
  */
 int sframe_register_section(struct mm_struct *mm, u64 sframe_addr,
 			    u64 sframe_len, u64 text_start, u64 text_len,
-			    u8 source);
+			    u8 source, const struct inode *inode);
 /*
  * The bytes of a supplied section, reference counted.  Allocation charges
  * len to the caller's user and to the global total (once per blob):

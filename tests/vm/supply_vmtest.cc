@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <cinttypes>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
@@ -21,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "synthetic.h"
 #include "vmtest.h"
 #include "sframe_test/errno_of.h"
 #include "sframe_gen/supply.h"
@@ -547,6 +550,245 @@ TEST_F(SupplyTest, SupplyAndUnregisterRacingWalks) {
   EXPECT_EQ(failures, 0);
   EXPECT_GT(walks.load(), 0u);
   EXPECT_FALSE(SelfEntry(0) && SelfEntry(0)->source == Source::kSupplied);
+}
+
+// ---- supplies racing their target's fork, exec and exit ---------------------
+//
+// The fuzzer's last check twice found the module's counters not back after
+// every worker had exited: one supplied section of the fuzzer's own program,
+// in one process (issue 28; 6.12 as uid 65534, and 6.1 as root).  The races
+// it suspects are made dense here.  A churner forks one child after another;
+// each child publishes its pid, waits a moment, then forks a grandchild
+// (which inherits whatever was supplied to the child by then), execs
+// /bin/true, or exits.  Two threads of the test supply the program's own
+// section, as fast as they can, to the newest child and the newest
+// grandchild: supplies land before, during and after each fork, exec and
+// exit.  Afterwards the counters must come back, as in the fuzzer.
+TEST_F(SupplyTest, SuppliesRacingTheirTargetsForkExecAndExitLeaveNothingBehind) {
+  struct Churn {
+    std::atomic<pid_t> newest[2];  // child, grandchild
+    std::atomic<int> stop;
+    std::atomic<uint64_t> children;
+    std::atomic<uint64_t> failed;  // a child or grandchild that did not end with 0
+  };
+  void* mem = mmap(nullptr, sizeof(Churn), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                   -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  Churn* churn = new (mem) Churn{};
+
+  const sframe::Stats before = dev().stats();
+  // Forked before any thread of the test exists: the churner and its
+  // children are single-threaded copies of the program.
+  const pid_t churner = fork();
+  ASSERT_GE(churner, 0);
+  if (churner == 0) {
+    for (uint64_t n = 0; !churn->stop.load(); n++) {
+      const pid_t child = fork();
+      if (child < 0) _exit(2);
+      if (child == 0) {
+        churn->newest[0] = getpid();
+        // 0 to 1.5 ms: the suppliers' requests reach the child at every
+        // point of its short life.
+        const timespec ts{0, static_cast<long>((n * 7919) % 1500) * 1000};
+        nanosleep(&ts, nullptr);
+        switch (n % 3) {
+          case 0: {
+            const pid_t grandchild = fork();
+            if (grandchild == 0) {
+              churn->newest[1] = getpid();
+              nanosleep(&ts, nullptr);
+              _exit(0);
+            }
+            int st = 0;
+            while (grandchild > 0 && waitpid(grandchild, &st, 0) < 0 && errno == EINTR) {
+            }
+            _exit(grandchild > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : 1);
+          }
+          case 1: {
+            char* const argv[] = {const_cast<char*>("true"), nullptr};
+            char* const envp[] = {nullptr};
+            execve("/bin/true", argv, envp);
+            _exit(1);
+          }
+          default:
+            _exit(0);
+        }
+      }
+      int st = 0;
+      while (waitpid(child, &st, 0) < 0 && errno == EINTR) {
+      }
+      churn->children++;
+      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) churn->failed++;
+    }
+    _exit(0);
+  }
+
+  // What a supply to a process anywhere in its life may get: done, already
+  // covered (EEXIST), gone (ESRCH), exec'd into a program without this text
+  // (EFAULT), or its pid reused by another user's process (EPERM).
+  std::atomic<uint64_t> supplied{0}, refused{0}, undocumented{0};
+  std::atomic<int> first_undocumented{0};
+  std::vector<std::thread> suppliers;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(6);
+  for (int t = 0; t < 2; t++) {
+    suppliers.emplace_back([&, t] {
+      while (std::chrono::steady_clock::now() < deadline) {
+        const pid_t pid = churn->newest[t].load();
+        if (pid <= 0) {
+          std::this_thread::yield();
+          continue;
+        }
+        const int e = Supply(pid);
+        if (e == 0) {
+          supplied++;
+          // Taken away again at once, every other time: the target's
+          // registry changes under its fork and its exit too.
+          if (supplied % 2) {
+            sframe::errno_of([&] { dev().unregister_section_of(pid, self_.text_start); });
+          }
+        } else if (e == EEXIST || e == ESRCH || e == EFAULT || e == EPERM) {
+          refused++;
+          // Nothing new until the churner's next process: let it run.
+          std::this_thread::yield();
+        } else {
+          undocumented++;
+          int zero = 0;
+          first_undocumented.compare_exchange_strong(zero, e);
+        }
+      }
+    });
+  }
+  for (auto& s : suppliers) s.join();
+  churn->stop = 1;
+  int st = 0;
+  while (waitpid(churner, &st, 0) < 0 && errno == EINTR) {
+  }
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "churner: status 0x" << std::hex << st;
+
+  // Registries go with their address spaces, some after a grace period:
+  // 10 s to come back, as in the fuzzer.
+  sframe::Stats after = dev().stats();
+  for (int i = 0; i < 100 && (after.sections != before.sections ||
+                              after.processes != before.processes ||
+                              after.supplied_bytes != before.supplied_bytes);
+       i++) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    after = dev().stats();
+  }
+  const uint64_t inherited = after.forks_inherited - before.forks_inherited;
+  std::printf("%" PRIu64 " children, %" PRIu64 " supplies done, %" PRIu64 " refused, %" PRIu64
+              " forks inherited\n",
+              churn->children.load(), supplied.load(), refused.load(), inherited);
+  RecordProperty("children", std::to_string(churn->children.load()));
+  RecordProperty("supplied", std::to_string(supplied.load()));
+  RecordProperty("forks_inherited", std::to_string(inherited));
+  EXPECT_EQ(undocumented.load(), 0u) << "first: " << std::strerror(first_undocumented.load());
+  EXPECT_EQ(churn->failed.load(), 0u);
+  EXPECT_GT(churn->children.load(), 100u);
+  EXPECT_GT(supplied.load(), 0u);
+  EXPECT_GT(inherited, 0u) << "no grandchild inherited a supply";
+  EXPECT_EQ(after.sections, before.sections);
+  EXPECT_EQ(after.processes, before.processes);
+  EXPECT_EQ(after.supplied_bytes, before.supplied_bytes);
+  munmap(mem, sizeof(Churn));
+}
+
+// ---- a registration racing the unmap of its text --------------------------
+//
+// A supply or a registration checks that its text is mapped, then inserts
+// the entry; an munmap erases the entries of the text it unmaps.  An munmap
+// that falls between the check and the insertion finds nothing to erase,
+// and the entry then describes whatever is mapped there next.  Here one
+// thread maps and unmaps a page of text, again and again, at one address;
+// another supplies (or registers) a section for it, as fast as it can.
+// After each munmap, once the call in flight has returned, no entry may
+// cover the page.
+TEST_F(SupplyTest, ASectionNeverOutlivesTheUnmapOfItsText) {
+  // One function of 16 bytes at the start of a page of its own.
+  constexpr size_t kPage = 4096;
+  vmtest::SyntheticSections syn(1);
+  const uint64_t text = syn.text(0);
+  void* const text_ptr = reinterpret_cast<void*>(text);
+  const std::vector<uint8_t> bytes(reinterpret_cast<const uint8_t*>(syn.section(0)),
+                                   reinterpret_cast<const uint8_t*>(syn.section(0)) +
+                                       syn.section_len());
+  for (const bool supply : {true, false}) {
+    SCOPED_TRACE(supply ? "supply" : "register");
+    std::atomic<bool> stop{false};
+    std::atomic<int> inflight{0};
+    std::atomic<uint64_t> done{0}, refused{0};
+    std::atomic<int> undocumented{0};
+    std::thread caller([&] {
+      while (!stop.load()) {
+        inflight = 1;
+        long r;
+        if (supply) {
+          sframe_supply req{};
+          req.size = sizeof(req);
+          req.sframe_data = reinterpret_cast<uintptr_t>(bytes.data());
+          req.sframe_len = bytes.size();
+          req.sframe_addr = syn.section(0);
+          req.text_start = text;
+          req.text_len = syn.chunk();
+          r = ::ioctl(dev().fd(), SFRAME_IOC_SUPPLY, &req);
+        } else {
+          sframe_register req{};
+          req.size = sizeof(req);
+          req.sframe_addr = syn.section(0);
+          req.sframe_len = syn.section_len();
+          req.text_start = text;
+          req.text_len = syn.chunk();
+          r = ::ioctl(dev().fd(), SFRAME_IOC_REGISTER, &req);
+        }
+        const int e = r == 0 ? 0 : errno;
+        inflight = 0;
+        if (e == 0) {
+          done++;
+        } else if (e == EEXIST || e == EFAULT) {
+          refused++;
+        } else if (!undocumented.load()) {
+          undocumented = e;
+        }
+      }
+    });
+    uint64_t cycles = 0, stale = 0;
+    bool lost = false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(4);
+    while (std::chrono::steady_clock::now() < deadline) {
+      // 0 to 50 us mapped: the caller's check and insertion land on
+      // either side of the munmap.
+      const auto until = std::chrono::steady_clock::now() +
+                         std::chrono::microseconds((cycles * 7) % 50);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      ASSERT_EQ(munmap(text_ptr, kPage), 0) << std::strerror(errno);
+      while (inflight.load()) std::this_thread::yield();
+      cycles++;
+      for (const auto& e : dev().list_sections(0)) {
+        if (e.text_start <= text && text < e.text_start + e.text_len) {
+          stale++;
+          sframe::errno_of([&] { dev().unregister_section_of(0, e.text_start); });
+        }
+      }
+      // MAP_FIXED_NOREPLACE: never over a mapping another thread made
+      // there meanwhile.
+      if (mmap(text_ptr, kPage, PROT_READ | PROT_EXEC,
+               MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) != text_ptr) {
+        lost = true;
+        break;
+      }
+    }
+    stop = true;
+    caller.join();
+    std::printf("%s: %" PRIu64 " unmaps, %" PRIu64 " calls done, %" PRIu64
+                " refused; %" PRIu64 " entries outlived their text\n",
+                supply ? "supply" : "register", cycles, done.load(), refused.load(), stale);
+    ASSERT_FALSE(lost) << "another mapping took the text's address";
+    EXPECT_EQ(undocumented.load(), 0) << std::strerror(undocumented.load());
+    EXPECT_GT(done.load(), 0u);
+    EXPECT_EQ(stale, 0u) << "of " << cycles << " unmaps";
+    sframe::errno_of([&] { dev().unregister_section_of(0, text); });
+  }
 }
 
 }  // namespace
