@@ -244,7 +244,7 @@ t_initrd=$(date +%s.%N)
 # machine's sandbox: qemu aborts setting MSRs), or run them while the guest
 # never gets past "Probing EDD" (issue 28), so the probe is a tiny guest of
 # this very kernel that must print a marker within
-# SFRAME_VM_KVM_PROBE_TIMEOUT (60 s); the decision is cached in
+# SFRAME_VM_KVM_PROBE_TIMEOUT (30 s); the decision is cached in
 # SFRAME_VM_ACCEL_CACHE (rig/accel.sh).  SFRAME_VM_ACCEL=tcg|kvm forces.
 # Under TCG the guest CPU has no CMPXCHG16B (-cx16): Debian's qemu 7.2 left
 # EFLAGS garbage (RAX's low bits) after the guest kernel's
