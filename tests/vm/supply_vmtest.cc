@@ -629,7 +629,7 @@ TEST_F(SupplyTest, SuppliesRacingTheirTargetsForkExecAndExitLeaveNothingBehind) 
   std::atomic<uint64_t> supplied{0}, refused{0}, undocumented{0};
   std::atomic<int> first_undocumented{0};
   std::vector<std::thread> suppliers;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(6);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(4);
   for (int t = 0; t < 2; t++) {
     suppliers.emplace_back([&, t] {
       while (std::chrono::steady_clock::now() < deadline) {
@@ -753,7 +753,7 @@ TEST_F(SupplyTest, ASectionNeverOutlivesTheUnmapOfItsText) {
     });
     uint64_t cycles = 0, stale = 0;
     bool lost = false;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(4);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
     while (std::chrono::steady_clock::now() < deadline) {
       // 0 to 50 us mapped: the caller's check and insertion land on
       // either side of the munmap.
