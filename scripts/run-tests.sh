@@ -217,9 +217,10 @@ else
 fi
 
 # ---- 6. the Debian packages (defined here, started in 5) ----------------------
-# The package test boots a VM of its own, beside the last VM suite, in the
-# CPU time one TCG guest leaves idle (see the packages' build above); it is
-# mostly its guest's DKMS build.  On Debian 12's 6.1 (the host's system); with KERNELS=all
+# The package test boots a VM of its own, beside the last VM suite: one TCG
+# guest leaves about a quarter of this host's CPUs idle (72 % busy, the 6.1
+# suite sampled every 10 s), and the package test is mostly its guest's
+# DKMS build.  On Debian 12's 6.1 (the host's system); with KERNELS=all
 # also on the trixie image's 7.3 (Debian 13 with trixie-backports' kernel),
 # where the kernel-upgrade step (a second DKMS build, to trixie's 6.12)
 # runs too: the 6.1 run is the same in both, so the default run's phases
