@@ -12,8 +12,7 @@
 #      in the background meanwhile)
 #   6. make deb (packages, lintian; started after the build, in the
 #      background at nice 19), then tests/vm/package/run.sh on the
-#      newest 6.1, in a VM of its own started beside the last VM suite:
-#      the packages installed, used and removed; each
+#      newest 6.1: the packages installed, used and removed in a VM; each
 #      step of it (tests/vm/package/guest.sh) counts as a test.  With
 #      KERNELS=all also on 7.3, with the kernel-upgrade step (skipped on 6.1)
 #
@@ -216,79 +215,6 @@ else
 	problem "host suite did not run (no $BUILD/CTestTestfile.cmake)"
 fi
 
-# ---- 6. the Debian packages (defined here, started in 5) ----------------------
-# The package test boots a VM of its own, beside the last VM suite: one TCG
-# guest leaves about a quarter of this host's CPUs idle (72 % busy, the 6.1
-# suite sampled every 10 s), and the package test is mostly its guest's
-# DKMS build.  On Debian 12's 6.1 (the host's system); with KERNELS=all
-# also on the trixie image's 7.3 (Debian 13 with trixie-backports' kernel),
-# where the kernel-upgrade step (a second DKMS build, to trixie's 6.12)
-# runs too: the 6.1 run is the same in both, so the default run's phases
-# are a subset of the KERNELS=all run's.
-pkg_specs="6.1"
-[[ ${KERNELS:-} == all ]] && pkg_specs="6.1 7.3"
-pkg_started=
-pkg_pid=
-pkg_kvers=()
-start_package_tests() {
-	local ps pk
-	[[ -z $pkg_started ]] || return 0
-	pkg_started=1
-	echo "==== run-tests: packages (make deb, lintian): waiting for their build (started after the host build)"
-	wait "$deb_pid"
-	local deb_rc=$?
-	cat "$LOGS/deb.log"
-	if [[ $deb_rc -ne 0 ]]; then
-		problem "make deb failed (packages not built, or lintian errors; see $LOGS/deb.log)"
-		problem "package test did not run"
-		return 0
-	fi
-	passed=$((passed + 1))
-	echo "packages: built, lintian without errors"
-	for ps in $pkg_specs; do
-		if pk=$(rig_resolve_kver "$ps"); then
-			pkg_kvers+=("$pk")
-		else
-			problem "package test on $ps did not run: no such kernel (host or VM image)"
-		fi
-	done
-	[[ ${#pkg_kvers[@]} -gt 0 ]] || return 0
-	echo "==== run-tests: package test in a VM on ${pkg_kvers[*]}, in the background ($LOGS/package-*.log)"
-	(
-		for pk in "${pkg_kvers[@]}"; do
-			upgrade=
-			[[ $pk == 7.3.* ]] && upgrade=1
-			SFRAME_KVER=$pk SFRAME_PKG_UPGRADE=$upgrade \
-				tests/vm/package/run.sh "$BUILD" "$BUILD/deb" "$VMOUT/package-$pk" \
-				> "$LOGS/package-$pk.log" 2>&1
-		done
-	) &
-	pkg_pid=$!
-}
-# Each step of guest.sh is a test; the VM's own checks (kernel log, panic
-# settings, the end marker) count too, the command's exit status not again.
-count_package_test() { # KVER
-	local pk=$1 log=$LOGS/package-$1.log pp pf psk line vf
-	echo
-	echo "==== run-tests: package test on $pk ($log)"
-	cat "$log"
-	pp=$(grep -c '^PASS ' "$log")
-	pf=$(grep -c '^FAIL ' "$log")
-	psk=$(grep -c '^SKIP ' "$log")
-	line=$(grep -E '^vm: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
-	if [[ $line =~ ^vm:\ ([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]] && ((pp + pf > 0)); then
-		vf=${BASH_REMATCH[2]}
-		((pf > 0 && vf > 0)) && vf=$((vf - 1))
-		passed=$((passed + pp))
-		failed=$((failed + pf + vf))
-		skipped=$((skipped + psk))
-		summaries+=("$pk packages: $pp passed, $((pf + vf)) failed, $psk skipped ($VMOUT/package-$pk)")
-		((pf + vf == 0)) || problems+=("package test on $pk: $((pf + vf)) failure(s); see $log")
-	else
-		problem "package test on $pk did not run (see $log)"
-	fi
-}
-
 # ---- 4, 5. the module into DKMS, then the VM suite, kernel by kernel -------------
 # The accelerator is chosen once for the run (rig/accel.sh boots a probe
 # guest; a machine whose /dev/kvm never boots a guest costs one bound, not
@@ -346,12 +272,6 @@ run_suite() { # KVER
 : > "$LOGS/dkms.log"
 roots=("")
 for i in "${!want_image[@]}"; do roots+=("$i"); done
-last_root=
-for root in "${roots[@]}"; do
-	for spec in $specs; do
-		[[ $(image_of_spec "$spec") == "$root" ]] && last_root=$root
-	done
-done
 for root in "${roots[@]}"; do
 	[[ -z $root ]] || image_done "$root"
 	kvers=()
@@ -369,18 +289,58 @@ for root in "${roots[@]}"; do
 	# only, never by the packages or `make install`.
 	as_root env SFRAME_UNWIND_TEST_HOOKS=y scripts/dkms-install.sh "${kvers[@]}" 2>&1 |
 		tee -a "$LOGS/dkms.log"
-	for k in "${kvers[@]}"; do
-		# The package test's VM starts beside the run's last suite.
-		[[ $root == "$last_root" && $k == "${kvers[-1]}" ]] && start_package_tests
-		run_suite "$k"
-	done
+	for k in "${kvers[@]}"; do run_suite "$k"; done
 done
 
-
-# Started beside the last suite; here if no suite ran.
-start_package_tests
-note "package test: waiting for its VM (started beside the last VM suite)"
-[[ -z $pkg_pid ]] || wait "$pkg_pid"
-for pk in "${pkg_kvers[@]}"; do count_package_test "$pk"; done
+# ---- 6. the Debian packages -------------------------------------------------
+note "packages (make deb, lintian): waiting for their build (started after the host build)"
+wait "$deb_pid"
+deb_rc=$?
+cat "$LOGS/deb.log"
+if [[ $deb_rc -eq 0 ]]; then
+	passed=$((passed + 1))
+	echo "packages: built, lintian without errors"
+	# On Debian 12's 6.1 (the host's system); with KERNELS=all also on the
+	# trixie image's 7.3 (Debian 13 with trixie-backports' kernel), where
+	# the kernel-upgrade step (a second DKMS build, to trixie's 6.12) runs
+	# too: the 6.1 run is the same in both, so the default run's phases are
+	# a subset of the KERNELS=all run's.
+	pkg_specs="6.1"
+	[[ ${KERNELS:-} == all ]] && pkg_specs="6.1 7.3"
+	for ps in $pkg_specs; do
+		upgrade=
+		[[ $ps == 7.3 ]] && upgrade=1
+		if ! pk=$(rig_resolve_kver "$ps"); then
+			problem "package test on $ps did not run: no such kernel (host or VM image)"
+			continue
+		fi
+		note "package test in a VM on $pk"
+		log=$LOGS/package-$pk.log
+		SFRAME_KVER=$pk SFRAME_PKG_UPGRADE=$upgrade \
+			tests/vm/package/run.sh "$BUILD" "$BUILD/deb" "$VMOUT/package-$pk" 2>&1 |
+			tee "$log"
+		# Each step of guest.sh is a test; the VM's own checks (kernel log,
+		# panic settings, the end marker) count too, the command's exit
+		# status not again.
+		pp=$(grep -c '^PASS ' "$log")
+		pf=$(grep -c '^FAIL ' "$log")
+		psk=$(grep -c '^SKIP ' "$log")
+		line=$(grep -E '^vm: [0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+		if [[ $line =~ ^vm:\ ([0-9]+)\ passed,\ ([0-9]+)\ failed$ ]] && ((pp + pf > 0)); then
+			vf=${BASH_REMATCH[2]}
+			((pf > 0 && vf > 0)) && vf=$((vf - 1))
+			passed=$((passed + pp))
+			failed=$((failed + pf + vf))
+			skipped=$((skipped + psk))
+			summaries+=("$pk packages: $pp passed, $((pf + vf)) failed, $psk skipped ($VMOUT/package-$pk)")
+			((pf + vf == 0)) || problems+=("package test on $pk: $((pf + vf)) failure(s); see $log")
+		else
+			problem "package test on $pk did not run (see $log)"
+		fi
+	done
+else
+	problem "make deb failed (packages not built, or lintian errors; see $LOGS/deb.log)"
+	problem "package test did not run"
+fi
 
 finish
