@@ -1803,17 +1803,7 @@ TEST_F(FuzzTest, AMillionRandomIoctlsWhileTheMemoryChanges) {
 
   // The module's counters with no worker alive: what they must come back to.
   const sframe::Stats before = dev().stats();
-  const auto back_to_baseline = [&] {
-    sframe::Stats s = dev().stats();
-    for (int i = 0; i < 100 && (s.sections != before.sections ||
-                                s.processes != before.processes ||
-                                s.supplied_bytes != before.supplied_bytes);
-         i++) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      s = dev().stats();
-    }
-    return s;
-  };
+  const auto back_to_baseline = [&] { return vmtest::WaitForRegistriesBack(dev(), before); };
 
   // Warm-up: the module's caches, the maple tree and the kernel's slabs get
   // to a steady state before the slab baseline is taken.

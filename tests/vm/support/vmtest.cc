@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "sframe_profile/symbolizer.h"
 
@@ -351,6 +353,19 @@ std::map<std::string, long> SlabCounts() {
     if (name.rfind("kmalloc-", 0) == 0 || name == "maple_node") out[name] = active;
   }
   return out;
+}
+
+sframe::Stats WaitForRegistriesBack(const sframe::Device& dev, const sframe::Stats& before,
+                                    int timeout_ms) {
+  sframe::Stats s = dev.stats();
+  for (int waited = 0; waited < timeout_ms && (s.sections != before.sections ||
+                                               s.processes != before.processes ||
+                                               s.supplied_bytes != before.supplied_bytes);
+       waited += 100) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    s = dev.stats();
+  }
+  return s;
 }
 
 long SlabObjects() {

@@ -200,6 +200,12 @@ ShellResult RunShell(const std::string& cmd);
 // the tree is on the host (tests/vm/rig/README.md).
 std::string BuildTreeFile(const std::string& relative);
 
+// The module's stats once its registries are back to before's (sections,
+// processes and supplied bytes), or as they are after timeout_ms: registries
+// go with their address spaces, some after a grace period.
+sframe::Stats WaitForRegistriesBack(const sframe::Device& dev, const sframe::Stats& before,
+                                    int timeout_ms = 10000);
+
 // Sum of active objects of the kmalloc caches (kmalloc-*, kmalloc-cg-*, ...)
 // and maple_node (the registry is a maple tree), from /proc/slabinfo.  -1
 // if unreadable (it is readable by root only).
