@@ -268,8 +268,15 @@ TEST_F(SessionTest, TwoSessionsAtOnceSeeTheSameSamplesIndependently) {
   auto w = StartWorkload({"threads", "8", "0"});
   ASSERT_TRUE(w);
   sframe::PerfEvent ev = sframe::PerfEvent::open_process(w->pid(), PerfOptions(10000));
-  Session a = Session::start(Target::kProcess, w->pid(), SframeOnly());
-  Session b = Session::start(Target::kProcess, w->pid(), SframeOnly());
+  // Rings that hold the whole 2 s (at most 20,000 samples of about 170
+  // bytes): the test is about two sessions' independence, not about its one
+  // reader thread keeping up beside eight spinning threads.  With the
+  // default 1 MiB, a reader starved for half a second under emulation lost
+  // some 9,650 records in each ring (once, on 7.3).
+  sframe::SessionOptions o = SframeOnly();
+  o.buffer_size = 16u << 20;
+  Session a = Session::start(Target::kProcess, w->pid(), o);
+  Session b = Session::start(Target::kProcess, w->pid(), o);
   std::vector<Collected> c = Collect({&a, &b}, &ev, 2000);
   w->Kill();
 
@@ -281,7 +288,8 @@ TEST_F(SessionTest, TwoSessionsAtOnceSeeTheSameSamplesIndependently) {
       CheckChain(*smp, User(*smp), kThreadChain, &check[i]);
     }
     EXPECT_TRUE(MostlyComplete(check[i], 0.99, 500)) << "session " << i;
-    EXPECT_EQ(c[i].stats.lost, 0u) << "session " << i;
+    EXPECT_EQ(c[i].stats.lost, 0u) << "session " << i << ": " << c[i].stats.samples
+                                   << " samples written";
   }
   size_t common = 0;
   for (const auto& k : seen[0]) common += seen[1].count(k);
