@@ -89,11 +89,17 @@ cp -r "$REPO_DIR/examples/downstream" "$W/src/" || exit 125
 ls -l "$W/debs"
 # The host's install (scripts/dkms-install.sh): gone from this guest.  Its
 # files removed, not `dkms remove`, which would run depmod for every kernel
-# it built for (a minute under emulation); the running kernel's module
-# index is made anew here, a later DKMS build's (upgrade) by DKMS.
+# it built for (a minute under emulation).  No depmod here either (35 s
+# under emulation): the module index still names the deleted file, which
+# nothing can load (modinfo and modprobe find no file: the check below),
+# until the package's DKMS build runs depmod and makes the index anew, as on
+# a machine that never had the module.  DKMS installs into updates/ (and
+# `make install` into extra/): only those are searched, not all of
+# /lib/modules over 9p.
 rm -rf /var/lib/dkms/sframe-unwind /usr/src/sframe-unwind-*
-find /lib/modules -name 'sframe_unwind.ko*' -delete
-depmod -a "$KVER"
+for d in /lib/modules/*/updates /lib/modules/*/extra; do
+	[[ -d $d ]] && find "$d" -name 'sframe_unwind.ko*' -delete
+done
 # No man-db index rebuild at each install and removal (man-db's trigger,
 # some two minutes each under emulation; no step reads the index).  This
 # is the guest's overlay, as every change here.
