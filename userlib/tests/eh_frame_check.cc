@@ -218,25 +218,26 @@ Cfa dwarf_cfa(Dwarf_Frame* f, uint64_t pc) {
   return out;
 }
 
-// The SFrame row's rule for the caller's RBP, in the same terms.
-Loc sframe_fp(const sframe_row& row) {
+// An SFrame row's rule for the caller's RBP or for the return address, in
+// the same terms.
+Loc sframe_loc_of(const sframe_loc& loc) {
   Loc l;
-  switch (row.fp.kind) {
+  switch (loc.kind) {
     case SFRAME_LOC_SAME:
       l.kind = Loc::kSame;
       break;
     case SFRAME_LOC_CFA_OFFSET:
       l.kind = Loc::kAtCfa;
-      l.off = row.fp.offset;
+      l.off = loc.offset;
       break;
     case SFRAME_LOC_REG_OFFSET:
-      if (row.fp.deref) {
+      if (loc.deref) {
         l.kind = Loc::kAtReg;
-        l.reg = row.fp.reg;
-        l.off = row.fp.offset;
-      } else if (row.fp.offset == 0) {
+        l.reg = loc.reg;
+        l.off = loc.offset;
+      } else if (loc.offset == 0) {
         l.kind = Loc::kInReg;
-        l.reg = row.fp.reg;
+        l.reg = loc.reg;
       }
       break;
     case SFRAME_LOC_UNDEFINED:
@@ -250,8 +251,8 @@ std::string row_str(const sframe_row& r) {
   if (r.outermost) return "outermost";
   char b[160];
   std::snprintf(b, sizeof(b), "CFA=%s(r%u%+d)%+d RA=%s FP=%s%s", r.cfa_deref ? "*" : "",
-                r.cfa_reg, r.cfa_offset, r.cfa_addend, r.ra.kind == SFRAME_LOC_CFA_OFFSET ? "cfa-off" : "other",
-                loc_str(sframe_fp(r)).c_str(), r.signal_frame ? " signal" : "");
+                r.cfa_reg, r.cfa_offset, r.cfa_addend, loc_str(sframe_loc_of(r.ra)).c_str(),
+                loc_str(sframe_loc_of(r.fp)).c_str(), r.signal_frame ? " signal" : "");
   return b;
 }
 
@@ -362,13 +363,11 @@ DwarfCheck check_against_dwarf(const std::string& path, const sframe::GeneratedS
                       cfa.ok ? "" : "?", cfa.deref ? "*" : "", cfa.reg, cfa.off, cfa.addend);
         why += b;
       }
-      if (ra.kind != Loc::kAtCfa || ra.off != -8 || row.ra.kind != SFRAME_LOC_CFA_OFFSET ||
-          row.ra.offset != -8) {
-        why += " RA " + loc_str(ra);
-      }
+      // At CFA-8 (SFrame's fixed rule), or in v3 elsewhere or in a register.
+      if (!(ra == sframe_loc_of(row.ra))) why += " RA " + loc_str(ra);
       Loc fp = dwarf_loc(frame, 6);
       if (fp.kind == Loc::kInReg && fp.reg == 6) fp = Loc{Loc::kSame, 0, 0};
-      if (!(fp == sframe_fp(row))) why += " FP " + loc_str(fp);
+      if (!(fp == sframe_loc_of(row.fp))) why += " FP " + loc_str(fp);
       const Loc sp = dwarf_loc(frame, 7);
       if (sp.kind != Loc::kValCfa || sp.off != 0) why += " SP " + loc_str(sp);
     }
@@ -459,9 +458,10 @@ bool read_section(const std::string& path, const char* want, std::vector<uint8_t
 
 bool same_row(const sframe_row& a, const sframe_row& b) {
   if (a.outermost || b.outermost) return a.outermost == b.outermost;
-  const Loc fa = sframe_fp(a), fb = sframe_fp(b);
+  const Loc fa = sframe_loc_of(a.fp), fb = sframe_loc_of(b.fp);
+  const Loc ra = sframe_loc_of(a.ra), rb = sframe_loc_of(b.ra);
   return a.cfa_reg == b.cfa_reg && a.cfa_offset == b.cfa_offset && a.cfa_deref == b.cfa_deref &&
-         a.cfa_addend == b.cfa_addend && fa == fb;
+         a.cfa_addend == b.cfa_addend && fa == fb && ra == rb;
 }
 
 }  // namespace

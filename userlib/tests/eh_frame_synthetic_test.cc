@@ -537,8 +537,9 @@ TEST(GenerateSynthetic, UncoveredRowsSayWhy) {
     const char* why;
   };
   const Case cases[] = {
-      {{0x41, 0x90, 0x02}, "RA not at CFA-8"},       // RA at CFA-16
-      {{0x41, 0x08, 0x10}, "RA not at CFA-8"},       // RA same value
+      {{0x41, 0x90, 0x02}, nullptr},                 // RA at CFA-16: covered (v3)
+      {{0x41, 0x08, 0x10}, "RA rule of another form"},  // RA same value
+      {{0x41, 0x09, 0x10, 0x11}, "RA rule of another form"},  // RA in xmm0
       {{0x41, 0x14, 0x07, 0x01}, "SP rule"},         // RSP = CFA - 8
       {{0x41, 0x07, 0x06}, "FP undefined"},          // RBP undefined
       {{0x41, 0x14, 0x06, 0x01}, "FP rule"},         // RBP = CFA - 8
@@ -574,6 +575,51 @@ TEST(GenerateSynthetic, UncoveredRowsSayWhy) {
     EXPECT_FALSE(d.row(0x1001));
     EXPECT_FALSE(d.row(0x100f));
   }
+}
+
+// glibc's __vfork: `pop %rdi` (the return address) around the system
+// call, `push %rdi` after it.  Version 3 gives the return address in RDI
+// (the module reads it in the topmost frame only) and at CFA-16; version 2
+// leaves both uncovered.
+TEST(GenerateSynthetic, ReturnAddressInARegisterOrElsewhere) {
+  const Fde f{0x1000, 0x20, {0x41, 0x0e, 0x00, 0x09, 0x10, 0x05,  // +1: CFA = RSP, RA in RDI
+                             0x47, 0x0e, 0x08, 0x90, 0x01,        // +7: CFA = RSP+8, RA at CFA-8
+                             0x44, 0x0e, 0x10, 0x90, 0x02}};      // +4: CFA = RSP+16, RA at CFA-16
+  const GeneratedSframe g = gen(build({Cie{}}, {f}));
+  EXPECT_EQ(g.version, 3);
+  EXPECT_EQ(g.stats.rows_uncovered, 0u);
+  Decoded d(g);
+  ASSERT_TRUE(d.ok());
+  auto f0 = d.fde(0x1000);
+  ASSERT_TRUE(f0);
+  EXPECT_EQ(f0->flex, 1);
+  expect_sp(d.row(0x1000), 8, "entry");
+  auto popped = d.row(0x1001);
+  ASSERT_TRUE(popped);
+  EXPECT_EQ(popped->cfa_reg, SFRAME_REG_RSP);
+  EXPECT_EQ(popped->cfa_offset, 0);
+  EXPECT_EQ(popped->ra.kind, SFRAME_LOC_REG_OFFSET);
+  EXPECT_EQ(popped->ra.reg, 5);
+  EXPECT_FALSE(popped->ra.deref);
+  EXPECT_EQ(popped->ra.offset, 0);
+  EXPECT_EQ(popped->fp.kind, SFRAME_LOC_SAME);
+  expect_sp(d.row(0x1008), 8, "pushed back");
+  auto far = d.row(0x100c);
+  ASSERT_TRUE(far);
+  EXPECT_EQ(far->cfa_offset, 16);
+  EXPECT_EQ(far->ra.kind, SFRAME_LOC_CFA_OFFSET);
+  EXPECT_EQ(far->ra.offset, -16);
+
+  GenerateOptions no3;
+  no3.allow_v3 = false;
+  const GeneratedSframe g2 = gen(build({Cie{}}, {f}), no3);
+  EXPECT_EQ(g2.version, 2);
+  EXPECT_EQ(reason(g2, "RA in a register or not at CFA-8 (v3 only)"), 2u);
+  Decoded d2(g2);
+  ASSERT_TRUE(d2.ok());
+  EXPECT_FALSE(d2.row(0x1001));
+  expect_sp(d2.row(0x1008), 8, "v2 pushed back");
+  EXPECT_FALSE(d2.row(0x100c));
 }
 
 TEST(GenerateSynthetic, OverlappingAndOutsideFdes) {

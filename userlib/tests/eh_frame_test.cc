@@ -143,12 +143,22 @@ INSTANTIATE_TEST_SUITE_P(Debian12, OpensslLibrary,
                          });
 #endif
 
-// The PLT of libc becomes a PC-mask FDE, and libc has no row needing v3.
-TEST(SystemBinaryDetails, LibcPltIsPcMaskAndVersion2) {
+// The PLT of libc becomes a PC-mask FDE.  libc needs version 3 for one
+// function: __vfork keeps its return address in RDI around the system call
+// (a flexible FDE); without v3 those rows alone stay uncovered.
+TEST(SystemBinaryDetails, LibcPltIsPcMaskAndVforkNeedsVersion3) {
   const std::string path = "/lib/x86_64-linux-gnu/libc.so.6";
   if (!exists(path)) GTEST_SKIP();
   const GeneratedSframe g = sframe::generate_sframe(path);
-  EXPECT_EQ(g.version, 2);
+  EXPECT_EQ(g.version, 3);
+  GenerateOptions no3;
+  no3.allow_v3 = false;
+  const GeneratedSframe g2 = sframe::generate_sframe(path, no3);
+  EXPECT_EQ(g2.version, 2);
+  const auto it = g2.stats.uncovered_reasons.find("RA in a register or not at CFA-8 (v3 only)");
+  ASSERT_NE(it, g2.stats.uncovered_reasons.end());
+  EXPECT_GT(it->second, 0u);
+  EXPECT_EQ(g.stats.rows_uncovered + it->second, g2.stats.rows_uncovered);
   // Every 16th PC and every FRE boundary is enough to see the PLT.
   const sftest::DwarfCheck c = sftest::check_against_dwarf(path, g, 16);
   EXPECT_EQ(c.disagreements, 0u);

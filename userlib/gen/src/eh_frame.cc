@@ -47,7 +47,8 @@ constexpr char kReasonCfaRegister[] = "CFA register not RSP/RBP (v3 only)";
 constexpr char kReasonCfaBadRegister[] = "CFA register not a general register";
 constexpr char kReasonCfaDeref[] = "CFA = *(register + offset) (v3 only)";
 constexpr char kReasonOffset[] = "offset beyond 32 bits";
-constexpr char kReasonRa[] = "RA not at CFA-8";
+constexpr char kReasonRa[] = "RA rule of another form";
+constexpr char kReasonRaV3[] = "RA in a register or not at CFA-8 (v3 only)";
 constexpr char kReasonRaColumn[] = "return address column not 16";
 constexpr char kReasonFpUndefined[] = "FP undefined";
 constexpr char kReasonFpRule[] = "FP rule";
@@ -81,10 +82,16 @@ struct Rule {
   uint8_t fp_reg = 0;  // kFpReg: fp = fp_reg + fp_offset, loaded if fp_deref
   bool fp_deref = false;
   int32_t fp_offset = 0;
+  // The return address: saved at CFA + ra_offset (-8: SFrame's fixed rule),
+  // or the value of register ra_reg (ra_in_reg).
+  bool ra_in_reg = false;
+  uint8_t ra_reg = 0;
+  int32_t ra_offset = -8;
 
   // Why the row needs a v3 flexible FDE, or nullptr.
   const char* flex_reason() const {
     if (outermost) return nullptr;
+    if (ra_in_reg || ra_offset != -8) return kReasonRaV3;
     if (cfa_addend != 0) return kReasonCfaDerefAddend;
     if (cfa_deref) return kReasonCfaDeref;
     if (cfa_reg != kDwarfRsp && cfa_reg != kDwarfRbp) return kReasonCfaRegister;
@@ -96,7 +103,8 @@ struct Rule {
     if (outermost || o.outermost) return outermost == o.outermost;
     return cfa_reg == o.cfa_reg && cfa_deref == o.cfa_deref && cfa_offset == o.cfa_offset &&
            cfa_addend == o.cfa_addend && fp == o.fp && fp_reg == o.fp_reg &&
-           fp_deref == o.fp_deref && fp_offset == o.fp_offset;
+           fp_deref == o.fp_deref && fp_offset == o.fp_offset && ra_in_reg == o.ra_in_reg &&
+           ra_reg == o.ra_reg && ra_offset == o.ra_offset;
   }
   bool operator!=(const Rule& o) const { return !(*this == o); }
 
@@ -113,6 +121,11 @@ struct Rule {
       f.cfa_reg = cfa_reg;
       f.cfa_deref = cfa_deref;
       f.cfa_addend = cfa_addend;
+      if (ra_in_reg) {
+        f.ra_reg = ra_reg;
+      } else if (ra_offset != -8) {
+        f.ra_cfa_offset = ra_offset;
+      }
     }
     if (fp == kFpAtCfa) {
       f.fp_offset = fp_offset;
@@ -310,13 +323,26 @@ Classified classify(const CfiRow& row, const CfiFde& fde) {
   Classified c;
   c.kind = Classified::kRule;
 
-  // The return address: at CFA-8, or undefined (the outermost frame).
+  // The return address: at CFA-8, or undefined (the outermost frame); in
+  // version 3 also saved elsewhere or in a register (glibc's __vfork pops
+  // it into RDI around the system call: its child's samples there).  The
+  // module reads a register's value in the topmost frame only, and stops a
+  // walk cleanly anywhere else.
   if (s.ra.kind == RegRule::kUndefined) {
     c.rule.outermost = true;
     if (fde.signal_frame) c.needs_v3 = kReasonSignal;
     return c;
   }
-  if (s.ra.kind != RegRule::kOffset || s.ra.value != -8) return uncovered(kReasonRa);
+  if (s.ra.kind == RegRule::kOffset) {
+    if (!fits32(s.ra.value)) return uncovered(kReasonOffset);
+    c.rule.ra_offset = static_cast<int32_t>(s.ra.value);
+  } else if (s.ra.kind == RegRule::kRegister && general_register(s.ra.value) &&
+             s.ra.value != kDwarfRsp) {
+    c.rule.ra_in_reg = true;
+    c.rule.ra_reg = static_cast<uint8_t>(s.ra.value);
+  } else {
+    return uncovered(kReasonRa);
+  }
 
   // The caller's SP is the CFA in SFrame; DWARF must not say otherwise.
   if (!(s.rsp.kind == RegRule::kUnspecified ||
@@ -361,6 +387,8 @@ Classified classify(const CfiRow& row, const CfiFde& fde) {
         if (s.rbp.kind != RegRule::kUnspecified && s.rbp.kind != RegRule::kSameValue) {
           return uncovered(kReasonPlt);
         }
+        // A PC-mask FDE has SFrame's fixed RA rule only.
+        if (c.rule.ra_in_reg || c.rule.ra_offset != -8) return uncovered(kReasonRa);
         c.kind = Classified::kPcMask;
         if (fde.signal_frame) c.needs_v3 = kReasonSignal;
         c.mask.base = static_cast<int32_t>(o[0].value);

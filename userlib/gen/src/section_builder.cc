@@ -67,8 +67,16 @@ FreWords fre_words(const FreSpec& fre, bool flex) {
   w.add_ctl(flex_ctl(cfa_reg, fre.cfa_deref, true) | (addend ? 4u : 0u));
   w.add_offset(fre.cfa_offset);
   if (addend) w.add_offset(fre.cfa_addend);
-  if (fre.fp_offset) {
+  if (fre.ra_reg) {
+    w.add_ctl(flex_ctl(*fre.ra_reg, false, true));  // the value of the register
+    w.add_offset(0);
+  } else if (fre.ra_cfa_offset) {
+    w.add_ctl(flex_ctl(0, true, false));  // saved at CFA + offset
+    w.add_offset(*fre.ra_cfa_offset);
+  } else if (fre.fp_offset) {
     w.add_ctl(0);  // RA: padding, the fixed RA offset applies
+  }
+  if (fre.fp_offset) {
     w.add_ctl(fre.fp_reg ? flex_ctl(*fre.fp_reg, fre.fp_deref, true) : flex_ctl(0, true, false));
     w.add_offset(*fre.fp_offset);
   }

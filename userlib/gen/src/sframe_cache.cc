@@ -26,7 +26,8 @@ constexpr uint32_t kNoteType = 1;
 // Also the generator's revision: an entry of another version is made anew,
 // so a cache filled by an older generator gets what the newer one covers.
 // 2: CFA = *(reg + off) + c rows (kFlagXCfaAddend).
-constexpr uint32_t kNoteVersion = 2;
+// 3: the return address in a register or not at CFA-8 (v3: glibc's __vfork).
+constexpr uint32_t kNoteVersion = 3;
 
 // The note's descriptor: what a generated section describes and what it was
 // made from.  Little-endian, like the ELF file around it.

@@ -40,6 +40,11 @@ struct FreSpec {
   std::optional<uint8_t> fp_reg = std::nullopt;
   bool fp_deref = true;
   int32_t cfa_addend = 0;  // (last: aggregate initializers list the others)
+  // Version 3 flexible FDEs only: the return address in register ra_reg
+  // (glibc's __vfork pops it into RDI around the system call), or saved at
+  // CFA + ra_cfa_offset other than the fixed -8.  Neither: the fixed rule.
+  std::optional<uint8_t> ra_reg = std::nullopt;
+  std::optional<int32_t> ra_cfa_offset = std::nullopt;
 };
 
 struct FdeSpec {
