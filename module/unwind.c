@@ -148,13 +148,18 @@ static int sframe_step_error(struct sframe_user_unwind *uw, int err)
 /*
  * Move to the caller found by an SFrame rule, if it is a frame: the stack
  * pointer moves up (which bounds every walk by the stack's size) and the
- * return address is a user address.  0, or -EINVAL with uw->stop set.
+ * return address is a user address.  same_sp: the topmost frame's return
+ * address came from a register, so the caller's SP may be this frame's
+ * (glibc's __vfork pops its return address into RDI around the system
+ * call); registers are known at the top only, so this is allowed once per
+ * walk and the bound holds.  0, or -EINVAL with uw->stop set.
  */
 static __always_inline int sframe_step_to(struct sframe_user_unwind *uw,
 					  unsigned long cfa, unsigned long ra,
-					  unsigned long fp)
+					  unsigned long fp, bool same_sp)
 {
-	if (cfa <= uw->sp || !ra || ra >= TASK_SIZE_MAX)
+	if ((same_sp ? cfa < uw->sp : cfa <= uw->sp) || !ra ||
+	    ra >= TASK_SIZE_MAX)
 		return sframe_step_error(uw, -EINVAL);
 
 	uw->ip = ra;
@@ -408,7 +413,9 @@ static int sframe_step(struct sframe_user_unwind *uw)
 			return sframe_step_error(uw, ret);
 	}
 
-	return sframe_step_to(uw, cfa, ra, fp);
+	return sframe_step_to(uw, cfa, ra, fp,
+			      uw->topmost && row.ra.kind == SFRAME_LOC_REG_OFFSET &&
+			      !row.ra.deref);
 }
 
 static bool sframe_step_fp(struct sframe_user_unwind *uw)
@@ -650,7 +657,7 @@ static __always_inline int sframe_step_rule(struct sframe_user_unwind *uw,
 		return sframe_step_error(uw, err);
 	uw->topmost = false;
 	uw->caller_of_topmost = top;
-	return sframe_step_to(uw, cfa, ra, fp);
+	return sframe_step_to(uw, cfa, ra, fp, false);
 }
 
 /*
