@@ -71,6 +71,19 @@ sframe::SectionBuilder HandmadeSection(uint8_t version, bool pcrel) {
                       0,
                       {}});
   }
+  if (version >= 3) {
+    // The return address in a register: a v3 flexible FDE.
+    FreSpec popped{L[kRaAfterPop], true, 0, {}};
+    popped.ra_reg = 10;
+    FdeSpec ra{Addr(&handmade_ioctl_ra_in_r10),
+               L[kRaSize],
+               {FreSpec{0, true, 8, {}}, popped, FreSpec{L[kRaAfterPush], true, 8, {}}},
+               false,
+               0,
+               {}};
+    ra.flex = true;
+    b.add_fde(ra);
+  }
   // Version 1 has no repetition size: the module assumes 16-byte blocks
   // (AMD64 PLT entries), which these are.
   b.add_fde(FdeSpec{Addr(&handmade_pcmask_stubs),
@@ -120,6 +133,28 @@ VMTEST_NOIPA static int handmade_caller_stub(UnwindReq* r) {
   stub(r, &handmade_cb);
   VMTEST_BARRIER();
   return 2;
+}
+
+// UNWIND_SELF made from handmade_ioctl_ra_in_r10: the topmost frame's
+// return address is in R10 and its CFA is the SP itself.
+VMTEST_NOIPA static int handmade_caller_ra_in_reg(UnwindReq* r) {
+  // Static, and nothing to destroy: the function stays simple enough for
+  // binutils 2.40 to give it an SFrame FDE (it is a frame of the chain).
+  static uint64_t frames[64];
+  static sframe_unwind_self req;
+  req = sframe_unwind_self{};
+  req.size = sizeof(req);
+  req.flags = SFRAME_UNWIND_F_SFRAME;
+  req.frames = reinterpret_cast<uint64_t>(frames);
+  req.max_frames = 64;
+  const long ret = handmade_ioctl_ra_in_r10(r->dev->fd(), SFRAME_IOC_UNWIND_SELF, &req);
+  VMTEST_BARRIER();
+  if (ret < 0) return static_cast<int>(ret);
+  r->result.frames.assign(frames, frames + (req.nr_frames < 64 ? req.nr_frames : 64));
+  r->result.stop_reason = static_cast<StopReason>(req.stop_reason);
+  r->result.nr_sframe = req.nr_sframe;
+  r->result.nr_fp = req.nr_fp;
+  return 4;
 }
 
 VMTEST_NOIPA static int handmade_caller_outermost(UnwindReq* r) {
@@ -177,6 +212,11 @@ VMTEST_CHILD(handmade) {
     handmade_caller_outermost(&h->req);
     vmtest::EmitUnwind("outermost", h->req.result);
   }
+  if (h->version >= 3) {
+    const int ret = handmade_caller_ra_in_reg(&h->req);
+    if (ret < 0) return 10;
+    vmtest::EmitUnwind("ra_in_reg", h->req.result);
+  }
   return 0;
 }
 
@@ -220,6 +260,23 @@ TEST_P(HandmadeOutermostTest, RaUndefinedIsTheOutermostFrame) {
   EXPECT_EQ(c.nr_sframe, 2u);
 }
 
+// Version 3 only: the return address in a register (glibc's __vfork keeps
+// it in RDI around its system call), the CFA at the SP itself.  Before the
+// module allowed that one step at the top, the walk stopped there
+// (BAD_FRAME: the SP did not move up).
+class HandmadeRaInRegisterTest : public HandmadeTest {};
+
+TEST_P(HandmadeRaInRegisterTest, ReturnAddressInARegisterAtTheTop) {
+  ChildResult r = vmtest::RunChild("handmade", GetParam());
+  ASSERT_EQ(r.exit_status, 0) << r.output;
+  std::vector<std::string> want = {"handmade_ioctl_ra_in_r10", "handmade_caller_ra_in_reg"};
+  for (const auto& s : ChildTail("handmade")) want.push_back(s);
+  const vmtest::Chain& c = r.chains["ra_in_reg"];
+  EXPECT_TRUE(ChainIs(c, want, r.main_return));
+  EXPECT_EQ(c.stop, StopReason::kNoCoverage) << c.Describe();
+  EXPECT_EQ(c.nr_sframe, c.frames.size() - 1) << c.Describe();
+}
+
 std::string VersionName(const ::testing::TestParamInfo<std::string>& info) {
   return "v" + info.param;
 }
@@ -229,3 +286,5 @@ INSTANTIATE_TEST_SUITE_P(Versions, HandmadeTest,
                          VersionName);
 INSTANTIATE_TEST_SUITE_P(Versions, HandmadeOutermostTest, ::testing::Values("2", "2p", "3", "3p"),
                          VersionName);
+INSTANTIATE_TEST_SUITE_P(Versions, HandmadeRaInRegisterTest,
+                         ::testing::Values("3", "3p", "3far"), VersionName);

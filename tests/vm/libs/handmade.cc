@@ -90,6 +90,26 @@ handmade_pcmask_stubs:
 .Lstubs_end:
         .size   handmade_pcmask_stubs, .Lstubs_end - handmade_pcmask_stubs
 
+        .globl  handmade_ioctl_ra_in_r10
+        .type   handmade_ioctl_ra_in_r10, @function
+        .p2align 4
+handmade_ioctl_ra_in_r10:
+        .cfi_startproc
+        popq    %r10
+.Lra_after_pop:
+        .cfi_adjust_cfa_offset -8
+        .cfi_register %rip, %r10
+        movl    $16, %eax
+        syscall
+        pushq   %r10
+.Lra_after_push:
+        .cfi_adjust_cfa_offset 8
+        .cfi_offset %rip, -8
+        ret
+        .cfi_endproc
+.Lra_end:
+        .size   handmade_ioctl_ra_in_r10, .Lra_end - handmade_ioctl_ra_in_r10
+
         .section .rodata
         .globl  handmade_layout
         .type   handmade_layout, @object
@@ -106,6 +126,9 @@ handmade_layout:
         .long   .Lstubs_end - handmade_pcmask_stubs
         .long   .Lstub_after_sub - handmade_pcmask_stubs
         .long   .Lstub_after_add - handmade_pcmask_stubs
+        .long   .Lra_end - handmade_ioctl_ra_in_r10
+        .long   .Lra_after_pop - handmade_ioctl_ra_in_r10
+        .long   .Lra_after_push - handmade_ioctl_ra_in_r10
         .size   handmade_layout, . - handmade_layout
         .text
 )");

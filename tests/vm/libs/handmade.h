@@ -24,6 +24,11 @@ void handmade_outermost(handmade_callback cb, void* arg);
 // code into the program with a copy relocation.)
 void handmade_pcmask_stubs(void);
 typedef void (*handmade_stub)(void* arg, handmade_callback cb);
+// ioctl(fd, cmd, arg) as glibc's __vfork makes its system call: pop %r10
+// (the return address); syscall; push %r10; ret.  Returns the raw result
+// (-errno on failure).
+//   CFA = SP+8, then SP+0 with the return address in R10, then SP+8.
+long handmade_ioctl_ra_in_r10(long fd, unsigned long cmd, void* arg);
 
 // Offsets within the functions, from labels in the assembly.
 enum HandmadeLayout {
@@ -38,6 +43,9 @@ enum HandmadeLayout {
   kStubsSize,     // 64
   kStubAfterSub,  // 4: CFA = SP+16 (within each block)
   kStubAfterAdd,  // 10: CFA = SP+8
+  kRaSize,        // size of handmade_ioctl_ra_in_r10
+  kRaAfterPop,    // CFA = SP+0, the return address in R10
+  kRaAfterPush,   // CFA = SP+8
   kLayoutEntries,
 };
 extern const uint32_t handmade_layout[kLayoutEntries];
