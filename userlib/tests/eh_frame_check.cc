@@ -318,7 +318,61 @@ DwarfCheck check_against_dwarf(const std::string& path, const sframe::GeneratedS
     }
   }
 
+  // A call bridge's PCs (eh_frame.h): DWARF says CFA = R + cfa_offset
+  // there, and the section *(RSP + save_offset) + cfa_offset, where
+  // save_offset is where DWARF says the callee saves R from its first
+  // covered PC on; before that PC the callee has no row.
+  auto bridge_at = [&](uint64_t pc) -> const sframe::GenerateStats::CallBridge* {
+    for (const auto& b : g.stats.call_bridges) {
+      if (pc >= b.start && pc < b.end) return &b;
+    }
+    return nullptr;
+  };
+  auto check_bridge = [&](uint64_t pc, const sframe::GenerateStats::CallBridge& b) {
+    out.pcs++;
+    out.bridge_pcs++;
+    std::string why;
+    Dwarf_Frame* frame = nullptr;
+    sframe_row row;
+    if (sframe_find_row(&sec, pc, &row) == 0) out.covered_pcs++;
+    if (dwarf_cfi_addrframe(cfi, pc, &frame) != 0) {
+      why += " no DWARF frame";
+    } else {
+      out.dwarf_pcs++;
+      std::unique_ptr<Dwarf_Frame, decltype(&std::free)> owner(frame, &std::free);
+      const Cfa cfa = dwarf_cfa(frame, pc);
+      if (!cfa.ok || cfa.deref || cfa.reg != b.reg || cfa.off != b.cfa_offset) why += " DWARF CFA";
+    }
+    if (sframe_find_row(&sec, pc, &row) != 0 || row.outermost || row.cfa_reg != SFRAME_REG_RSP ||
+        !row.cfa_deref || row.cfa_offset != b.save_offset || row.cfa_addend != b.cfa_offset) {
+      why += " SFrame row";
+    }
+    uint64_t saved_at = b.callee;
+    while (saved_at < text_end && sframe_find_row(&sec, saved_at, &row) != 0) saved_at++;
+    Dwarf_Frame* cf = nullptr;
+    if (saved_at == text_end || dwarf_cfi_addrframe(cfi, saved_at, &cf) != 0) {
+      why += " callee";
+    } else {
+      std::unique_ptr<Dwarf_Frame, decltype(&std::free)> owner(cf, &std::free);
+      const Loc saved = dwarf_loc(cf, b.reg);
+      if (saved.kind != Loc::kAtCfa || saved.off != b.save_offset) why += " callee's save";
+    }
+    if (!why.empty()) {
+      out.disagreements++;
+      if (out.examples.size() < 20) {
+        char buf[96];
+        std::snprintf(buf, sizeof(buf), "0x%" PRIx64 " (call bridge to 0x%" PRIx64 "):", pc,
+                      b.callee);
+        out.examples.push_back(buf + why);
+      }
+    }
+  };
+
   auto check = [&](uint64_t pc) {
+    if (const auto* b = bridge_at(pc)) {
+      check_bridge(pc, *b);
+      return;
+    }
     out.pcs++;
     Dwarf_Frame* frame = nullptr;
     const bool have_dwarf = dwarf_cfi_addrframe(cfi, pc, &frame) == 0;

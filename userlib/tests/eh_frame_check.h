@@ -23,6 +23,10 @@ struct DwarfCheck {
   uint64_t lookup_errors = 0;  // sframe_find_row() other than 0 and -ENOENT
   uint64_t disagreements = 0;
   uint64_t outermost_pcs = 0, flex_pcs = 0, pcmask_pcs = 0;  // kinds of rows seen
+  // PCs of call bridges (GenerateStats::call_bridges; in the counts above
+  // too), checked apart from the DWARF row: the
+  // caller's CFA register and offset, and the callee's save, from libdw.
+  uint64_t bridge_pcs = 0;
   std::vector<std::string> examples;                         // the first disagreements
 };
 

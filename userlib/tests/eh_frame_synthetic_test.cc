@@ -622,6 +622,91 @@ TEST(GenerateSynthetic, ReturnAddressInARegisterOrElsewhere) {
   EXPECT_FALSE(d2.row(0x100c));
 }
 
+// glibc's lazy-binding trampoline in miniature: CFA = RBX + 32 across a
+// call to a function that pushes RBX first.  The call's bytes after its
+// first get CFA = *(RSP - 16) + 32 (where the callee keeps RBX, from the
+// trampoline's SP once the walk has left the callee); the callee's row
+// before its push is uncovered.
+TEST(GenerateSynthetic, CallFromAFrameWhoseCfaIsInRbx) {
+  const Fde trampoline{0x1000, 0x40, {0x0e, 0x18,               // CFA = RSP+24 (the PLT's pushes)
+                                      0x41, 0x0e, 0x20, 0x83, 0x04,  // +1: push rbx
+                                      0x43, 0x0d, 0x03}};            // +3: CFA = RBX+32
+  const Fde callee{0x2000, 0x40, {0x41, 0x0e, 0x10, 0x83, 0x02}};    // +1: push rbx
+  const Fde plain{0x3000, 0x40, {0x41, 0x0e, 0x10}};                 // saves nothing
+  const std::vector<uint8_t> eh = build({Cie{}}, {trampoline, callee, plain});
+  std::vector<uint8_t> text(kTextLen, 0x90);
+  auto call = [&](uint64_t at, uint64_t to) {
+    const uint32_t rel = static_cast<uint32_t>(to - (at + 5));
+    text[at - kText] = 0xe8;
+    for (int i = 0; i < 4; i++) text[at - kText + 1 + i] = static_cast<uint8_t>(rel >> (8 * i));
+  };
+  call(0x1010, 0x2000);  // bridged
+  call(0x1020, 0x3000);  // the callee does not save RBX
+  call(0x1028, 0x2004);  // not an FDE's start
+  const std::vector<sframe::TextBytes> tb{{text.data(), text.size(), kText}};
+  auto generate = [&](const GenerateOptions& o, bool with_text) {
+    return sframe::generate_sframe_from_eh_frame(eh.data(), eh.size(), kEhVaddr, kText, kTextLen,
+                                                 o, "test",
+                                                 with_text ? tb : std::vector<sframe::TextBytes>{});
+  };
+  constexpr char kPrologue[] =
+      "before the save of a register its caller's CFA is in (a call bridge's callee)";
+
+  const GeneratedSframe g = generate({}, true);
+  EXPECT_EQ(g.version, 3);
+  ASSERT_EQ(g.stats.call_bridges.size(), 1u);
+  const auto& b = g.stats.call_bridges[0];
+  EXPECT_EQ(b.start, 0x1011u);
+  EXPECT_EQ(b.end, 0x1015u);
+  EXPECT_EQ(b.callee, 0x2000u);
+  EXPECT_EQ(b.reg, 3);
+  EXPECT_EQ(b.save_offset, -16);
+  EXPECT_EQ(b.cfa_offset, 32);
+  EXPECT_EQ(reason(g, kPrologue), 1u);
+  Decoded d(g);
+  ASSERT_TRUE(d.ok());
+  auto in_rbx = [&](uint64_t pc) {
+    auto r = d.row(pc);
+    ASSERT_TRUE(r) << std::hex << pc;
+    EXPECT_EQ(r->cfa_reg, 3) << std::hex << pc;
+    EXPECT_FALSE(r->cfa_deref) << std::hex << pc;
+    EXPECT_EQ(r->cfa_offset, 32) << std::hex << pc;
+  };
+  in_rbx(0x1004);
+  in_rbx(0x1010);  // the call itself: the topmost frame has RBX
+  for (uint64_t pc = 0x1011; pc < 0x1015; pc++) {
+    auto r = d.row(pc);
+    ASSERT_TRUE(r) << std::hex << pc;
+    EXPECT_EQ(r->cfa_reg, SFRAME_REG_RSP) << std::hex << pc;
+    EXPECT_TRUE(r->cfa_deref) << std::hex << pc;
+    EXPECT_EQ(r->cfa_offset, -16) << std::hex << pc;
+    EXPECT_EQ(r->cfa_addend, 32) << std::hex << pc;
+    EXPECT_EQ(r->ra.kind, SFRAME_LOC_CFA_OFFSET) << std::hex << pc;
+    EXPECT_EQ(r->ra.offset, -8) << std::hex << pc;
+  }
+  in_rbx(0x1015);  // returned: RBX again
+  in_rbx(0x1024);  // the call to a callee that does not save RBX
+  in_rbx(0x102c);  // the call to no function's start
+  EXPECT_FALSE(d.row(0x2000)) << "the callee before its push";
+  expect_sp(d.row(0x2001), 16, "the callee after its push");
+  expect_sp(d.row(0x3000), 8, "the other callee keeps its rows");
+
+  // Without the text, or without the extension (the rule adds 32 after
+  // the load): no bridge, and the callee keeps every row.
+  for (const auto& [o, with_text] : {std::make_pair(GenerateOptions{}, false),
+                                     std::make_pair(standard(), true)}) {
+    const GeneratedSframe n = generate(o, with_text);
+    EXPECT_TRUE(n.stats.call_bridges.empty());
+    EXPECT_EQ(reason(n, kPrologue), 0u);
+    Decoded dn(n);
+    ASSERT_TRUE(dn.ok());
+    auto r = dn.row(0x1012);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->cfa_reg, 3);
+    expect_sp(dn.row(0x2000), 8, "the callee's entry");
+  }
+}
+
 TEST(GenerateSynthetic, OverlappingAndOutsideFdes) {
   const GeneratedSframe g =
       gen(build({Cie{}}, {Fde{0x1000, 0x20, {}}, Fde{0x1010, 0x20, {}}, Fde{0x1100, 0x10, {}},

@@ -9,6 +9,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <ostream>
+#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -84,8 +85,16 @@ TEST_P(SystemBinary, EveryPcAgreesWithDwarf) {
   EXPECT_EQ(g.section_vaddr, g.text_vaddr);
   const sftest::DwarfCheck c = sftest::check_against_dwarf(path, g, 1);
   expect_agreement(path, g, c, 1);
-  // The goal: at least 99% of the FDEs entirely covered.
-  EXPECT_GE(pct(g.stats.fdes_covered, g.stats.fdes), 99.0);
+  // The goal: at least 99% of the FDEs entirely covered, or all but the
+  // pushes before a call bridge's callee saves its register (ld.so's
+  // _dl_fixup and two others: LdSoTrampolinesBridgeTheirCallToDlFixup).
+  std::set<uint64_t> bridge_callees;
+  for (const auto& r : g.stats.uncovered_rows) {
+    if (r.reason.find("a call bridge's callee") != std::string::npos) {
+      bridge_callees.insert(r.fde_start);
+    }
+  }
+  EXPECT_GE(pct(g.stats.fdes_covered + bridge_callees.size(), g.stats.fdes), 99.0);
   EXPECT_GE(pct(g.stats.covered_bytes, g.stats.fde_bytes), 99.9);
 }
 
@@ -201,10 +210,41 @@ TEST(SystemBinaryDetails, LdSoNeedsVersion3ForItsTrampolines) {
   for (const auto& [why, n] : v2.stats.uncovered_reasons) {
     if (why.find("(v3 only)") != std::string::npos) v3_only += n;
   }
-  EXPECT_EQ(v2.stats.rows_uncovered - v3_only, v3.stats.rows_uncovered);
+  // v3 also leaves _dl_fixup's pushes before RBX uncovered (the call
+  // bridges' callee: LdSoTrampolinesBridgeTheirCallToDlFixup).
+  const auto prologue = v3.stats.uncovered_reasons.find(
+      "before the save of a register its caller's CFA is in (a call bridge's callee)");
+  ASSERT_NE(prologue, v3.stats.uncovered_reasons.end());
+  EXPECT_EQ(v2.stats.rows_uncovered - v3_only, v3.stats.rows_uncovered - prologue->second);
   const sftest::DwarfCheck c2 = sftest::check_against_dwarf(path, v2, 1);
   expect_agreement(path + " (no v3)", v2, c2, 1);
   EXPECT_EQ(c2.flex_pcs, 0u);
+}
+
+// ld.so's lazy-binding trampolines (_dl_runtime_resolve_fxsave, _xsave and
+// _xsavec) keep CFA = RBX + 32 across `call _dl_fixup`, which pushes RBX in
+// its prologue: each call gets a bridge (CFA = *(RSP + k) + 32 for the
+// call's last four bytes, k where _dl_fixup saves RBX), all to the same
+// callee, and libdw agrees with every bridge PC and with the callee's save.
+TEST(SystemBinaryDetails, LdSoTrampolinesBridgeTheirCallToDlFixup) {
+  const std::string path = "/lib64/ld-linux-x86-64.so.2";
+  if (!exists(path)) GTEST_SKIP();
+  const GeneratedSframe g = sframe::generate_sframe(path);
+  ASSERT_GE(g.stats.call_bridges.size(), 3u);
+  std::set<uint64_t> callees;
+  for (const auto& b : g.stats.call_bridges) {
+    std::printf("[ bridge   ] 0x%" PRIx64 "..0x%" PRIx64 " -> 0x%" PRIx64
+                ": CFA = *(RSP%+d) + %d (r%u)\n",
+                b.start, b.end, b.callee, b.save_offset, b.cfa_offset, b.reg);
+    EXPECT_EQ(b.end - b.start, 4u);
+    EXPECT_EQ(b.reg, 3);
+    EXPECT_LT(b.save_offset, 0);
+    if (b.cfa_offset == 32) callees.insert(b.callee);
+  }
+  EXPECT_EQ(callees.size(), 1u) << "the three resolvers call one _dl_fixup";
+  const sftest::DwarfCheck c = sftest::check_against_dwarf(path, g, 1);
+  EXPECT_EQ(c.bridge_pcs, 4 * g.stats.call_bridges.size());
+  expect_agreement(path, g, c, 1);
 }
 
 // The VM test's realigning assembly (tests/vm/workloads/realign_asm.S):

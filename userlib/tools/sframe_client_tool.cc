@@ -449,6 +449,12 @@ int cmd_gen(int argc, char** argv) {
                 "refuses the section, --standard leaves them out): %" PRIu64 "\n",
                 st.rows_cfa_addend);
   }
+  for (const auto& b : st.call_bridges) {
+    std::printf("  call bridge at 0x%" PRIx64 " (to 0x%" PRIx64
+                "): CFA = *(RSP%+d) + %d, where the callee saves r%u (the caller's CFA is "
+                "r%u%+d)\n",
+                b.start - 1, b.callee, b.save_offset, b.cfa_offset, b.reg, b.reg, b.cfa_offset);
+  }
   for (const auto& [why, rows] : st.uncovered_reasons) {
     const auto bytes = st.uncovered_reason_bytes.find(why);
     std::printf("  uncovered rows: %" PRIu64 " %s (%" PRIu64 " text bytes)\n", rows, why.c_str(),

@@ -224,11 +224,14 @@ class Interpreter {
   // budget: the instructions the object may still run (see
   // kObjectInstructionsPerByte); each one run takes one, and run() throws
   // ObjectBudget when none is left.
-  Interpreter(uint64_t pc_begin, uint64_t pc_end, uint64_t ra_column, std::vector<CfiRow>& rows,
-              std::vector<CfiState>& stack, uint64_t& budget)
+  // tracked_reg: a register whose rule goes to CfiState::tracked, or
+  // kNoTrackedReg.
+  Interpreter(uint64_t pc_begin, uint64_t pc_end, uint64_t ra_column, uint64_t tracked_reg,
+              std::vector<CfiRow>& rows, std::vector<CfiState>& stack, uint64_t& budget)
       : loc_(pc_begin),
         end_(pc_end),
         ra_column_(ra_column),
+        tracked_reg_(tracked_reg),
         rows_(rows),
         stack_(stack),
         budget_(budget) {
@@ -361,6 +364,8 @@ class Interpreter {
           if (RegRule* r = rule_of(reg)) {
             *r = RegRule{op == kCfaExpression ? RegRule::kExpression : RegRule::kValExpression, 0,
                          e};
+          } else if (reg == tracked_reg_) {
+            state_.tracked = TrackedRule{TrackedRule::kOther, 0};
           }
           break;
         }
@@ -435,11 +440,26 @@ class Interpreter {
   }
 
   void set_rule(uint64_t reg, RegRule::Kind kind, int64_t value) {
-    if (RegRule* r = rule_of(reg)) *r = RegRule{kind, value, {}};
+    if (RegRule* r = rule_of(reg)) {
+      *r = RegRule{kind, value, {}};
+    } else if (reg == tracked_reg_) {
+      TrackedRule& t = state_.tracked;
+      if (kind == RegRule::kSameValue ||
+          (kind == RegRule::kRegister && static_cast<uint64_t>(value) == reg)) {
+        t = TrackedRule{};
+      } else if (kind == RegRule::kOffset && value >= std::numeric_limits<int32_t>::min() &&
+                 value <= std::numeric_limits<int32_t>::max()) {
+        t = TrackedRule{TrackedRule::kAtCfa, static_cast<int32_t>(value)};
+      } else {
+        t = TrackedRule{TrackedRule::kOther, 0};
+      }
+    }
   }
 
   void restore(uint64_t reg) {
-    if (reg == ra_column_) {
+    if (reg == tracked_reg_) {
+      state_.tracked = initial_.tracked;
+    } else if (reg == ra_column_) {
       state_.ra = initial_.ra;
     } else if (reg == kDwarfRbp) {
       state_.rbp = initial_.rbp;
@@ -490,6 +510,7 @@ class Interpreter {
   uint64_t loc_;
   uint64_t end_;
   uint64_t ra_column_;
+  uint64_t tracked_reg_;
   std::vector<CfiRow>& rows_;
   std::vector<CfiState>& stack_;
   uint64_t& budget_;
@@ -636,51 +657,71 @@ void EhFrameReader::read_all(std::vector<CfiFde>& fdes, std::vector<CfiRow>& row
     if (e.terminator) break;
     if (e.id == 0) {
       cie_at(off);
-      off = e.end;
-      continue;
-    }
-    if (e.id > e.id_offset) malformed(off, "CIE pointer before the section");
-    const Cie& cie = cie_at(e.id_offset - e.id);
-    try {
-      Cursor c(e.body, data_ + e.end);
-      CfiFde fde;
-      fde.offset = off;
-      fde.signal_frame = cie.signal_frame;
-      fde.ra_column = cie.ra_column;
-      fde.pc_begin = read_address(c, cie.fde_encoding, data_, vaddr_);
-      const uint64_t range = read_format(c, cie.fde_encoding);
-      if (__builtin_add_overflow(fde.pc_begin, range, &fde.pc_end)) {
-        throw Malformed{"FDE address range wraps"};
-      }
-      if (cie.has_z) c.skip(c.uleb());
-      fde.first_row = rows.size();
-      Interpreter in(fde.pc_begin, fde.pc_end, cie.ra_column, rows, stack, budget);
-      bool more = in.run(cie.insns, cie.insns_end, cie.code_align, cie.data_align, cie.fde_encoding,
-                         data_, vaddr_);
-      in.snapshot_initial();
-      if (more) {
-        in.run(c.pos(), data_ + e.end, cie.code_align, cie.data_align, cie.fde_encoding, data_,
-               vaddr_);
-      }
-      in.finish();
-      fde.num_rows = rows.size() - fde.first_row;
-      fdes.push_back(fde);
-    } catch (const Malformed& m) {
-      malformed(off, m.what);
-    } catch (const Unsupported& u) {
-      unsupported(off, u.what);
-    } catch (const ObjectBudget&) {
-      char what[160];
-      std::snprintf(what, sizeof(what),
-                    "its CFA programs run more than %" PRIu64
-                    " instructions (%" PRIu64 " per byte of .eh_frame + %" PRIu64
-                    ", this generator's bound), at the FDE at offset 0x%" PRIx64,
-                    kMaxFdeInstructions + kObjectInstructionsPerByte * uint64_t{size_},
-                    kObjectInstructionsPerByte, kMaxFdeInstructions, off);
-      throw Error(E2BIG, op::kGenerate, object_, what);
+    } else {
+      fdes.push_back(interpret(off, kNoTrackedReg, rows, stack, budget));
     }
     off = e.end;
   }
+}
+
+void EhFrameReader::read_fde(const CfiFde& fde, uint64_t reg, std::vector<CfiRow>& rows) {
+  std::vector<CfiState> stack;
+  stack.reserve(kMaxRememberDepth);
+  // One FDE's own bound (read_all() has run this program within it once),
+  // so that its rows stop for the same reason as there.
+  uint64_t budget = kMaxFdeInstructions + 1;
+  interpret(fde.offset, reg, rows, stack, budget);
+}
+
+CfiFde EhFrameReader::interpret(uint64_t off, uint64_t tracked_reg, std::vector<CfiRow>& rows,
+                                std::vector<CfiState>& stack, uint64_t& budget) {
+  Entry e;
+  try {
+    e = read_entry(data_, size_, off);
+  } catch (const Malformed& m) {
+    malformed(off, m.what);
+  }
+  if (e.terminator || e.id == 0) malformed(off, "no FDE at this offset");
+  if (e.id > e.id_offset) malformed(off, "CIE pointer before the section");
+  const Cie& cie = cie_at(e.id_offset - e.id);
+  CfiFde fde;
+  try {
+    Cursor c(e.body, data_ + e.end);
+    fde.offset = off;
+    fde.signal_frame = cie.signal_frame;
+    fde.ra_column = cie.ra_column;
+    fde.pc_begin = read_address(c, cie.fde_encoding, data_, vaddr_);
+    const uint64_t range = read_format(c, cie.fde_encoding);
+    if (__builtin_add_overflow(fde.pc_begin, range, &fde.pc_end)) {
+      throw Malformed{"FDE address range wraps"};
+    }
+    if (cie.has_z) c.skip(c.uleb());
+    fde.first_row = rows.size();
+    Interpreter in(fde.pc_begin, fde.pc_end, cie.ra_column, tracked_reg, rows, stack, budget);
+    bool more = in.run(cie.insns, cie.insns_end, cie.code_align, cie.data_align, cie.fde_encoding,
+                       data_, vaddr_);
+    in.snapshot_initial();
+    if (more) {
+      in.run(c.pos(), data_ + e.end, cie.code_align, cie.data_align, cie.fde_encoding, data_,
+             vaddr_);
+    }
+    in.finish();
+    fde.num_rows = rows.size() - fde.first_row;
+  } catch (const Malformed& m) {
+    malformed(off, m.what);
+  } catch (const Unsupported& u) {
+    unsupported(off, u.what);
+  } catch (const ObjectBudget&) {
+    char what[160];
+    std::snprintf(what, sizeof(what),
+                  "its CFA programs run more than %" PRIu64
+                  " instructions (%" PRIu64 " per byte of .eh_frame + %" PRIu64
+                  ", this generator's bound), at the FDE at offset 0x%" PRIx64,
+                  kMaxFdeInstructions + kObjectInstructionsPerByte * uint64_t{size_},
+                  kObjectInstructionsPerByte, kMaxFdeInstructions, off);
+    throw Error(E2BIG, op::kGenerate, object_, what);
+  }
+  return fde;
 }
 
 }  // namespace sframe::internal

@@ -23,6 +23,8 @@ namespace sframe::internal {
 inline constexpr uint32_t kDwarfRbp = 6;
 inline constexpr uint32_t kDwarfRsp = 7;
 inline constexpr uint32_t kDwarfRip = 16;  // the return-address column
+// No register tracked (EhFrameReader::read_fde).
+inline constexpr uint64_t kNoTrackedReg = ~uint64_t{0};
 
 // A DWARF expression inside the section (not owned).
 struct CfiExpr {
@@ -62,14 +64,29 @@ struct CfaRule {
   }
 };
 
+// The rule of one more register, for a reader that asks for it
+// (EhFrameReader::read_fde): whether it is saved at a CFA offset.  Kept to
+// eight bytes, since every row of every FDE carries it.
+struct TrackedRule {
+  enum Kind : uint8_t {
+    kSame,   // no rule, or the same value: still in the register
+    kAtCfa,  // saved at CFA + offset
+    kOther,  // any other rule, or an offset beyond 32 bits
+  };
+  Kind kind = kSame;
+  int32_t offset = 0;
+  bool operator==(const TrackedRule& o) const { return kind == o.kind && offset == o.offset; }
+};
+
 // What SFrame needs of the state at one PC.
 struct CfiState {
   CfaRule cfa;
   RegRule ra;  // the CIE's return-address column
   RegRule rbp;
   RegRule rsp;
+  TrackedRule tracked;  // read_fde()'s register; kSame everywhere in read_all()
   bool operator==(const CfiState& o) const {
-    return cfa == o.cfa && ra == o.ra && rbp == o.rbp && rsp == o.rsp;
+    return cfa == o.cfa && ra == o.ra && rbp == o.rbp && rsp == o.rsp && tracked == o.tracked;
   }
   bool operator!=(const CfiState& o) const { return !(*this == o); }
 };
@@ -114,7 +131,16 @@ class EhFrameReader {
   // it does for libgcc's unwinder.
   void read_all(std::vector<CfiFde>& fdes, std::vector<CfiRow>& rows);
 
+  // The rows of one FDE that read_all() gave, read again with the rule of
+  // register reg tracked (CfiState::tracked; the rows split where it
+  // changes), appended to rows.  Throws as read_all().
+  void read_fde(const CfiFde& fde, uint64_t reg, std::vector<CfiRow>& rows);
+
  private:
+  // Interprets the FDE whose entry starts at off, appending its rows;
+  // tracked_reg as read_fde() (kNoTrackedReg: none).
+  CfiFde interpret(uint64_t off, uint64_t tracked_reg, std::vector<CfiRow>& rows,
+                   std::vector<CfiState>& stack, uint64_t& budget);
   struct Cie {
     uint8_t fde_encoding = 0;  // DW_EH_PE_absptr
     bool has_z = false;

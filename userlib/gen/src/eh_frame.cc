@@ -7,7 +7,9 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <optional>
+#include <unordered_map>
 
 #include "cfi.h"
 #include "sframe_unwind.h"
@@ -29,6 +31,7 @@ using internal::kDwarfRbp;
 using internal::kDwarfRip;
 using internal::kDwarfRsp;
 using internal::RegRule;
+using internal::TrackedRule;
 
 // Why rows are left uncovered (GenerateStats::uncovered_reasons).  The
 // interpreter's own (CfiRow::stop) are used as they are.
@@ -59,6 +62,8 @@ constexpr char kReasonSignal[] = "signal frame (v3 only)";
 constexpr char kReasonOverlap[] = "overlapping FDEs";
 constexpr char kReasonText[] = "outside executable text";
 constexpr char kReasonFar[] = "over 1.75 GiB from the text start";
+constexpr char kReasonCalleePrologue[] =
+    "before the save of a register its caller's CFA is in (a call bridge's callee)";
 
 // Version 2 FDEs give their start as 32-bit offsets from the section, which
 // is built for the text start: rows further away are not written.
@@ -558,6 +563,177 @@ class FdeWriter {
   uint64_t fres_ = 0;
 };
 
+// --- Calls from a frame whose CFA is in a callee-saved register ----------
+//
+// glibc's lazy-binding trampolines (_dl_runtime_resolve_xsave and its
+// siblings) realign the stack and reserve a save area whose size is known
+// only at run time (the CPU's XSAVE size), so they keep their CFA in RBX
+// (CFA = RBX + 32) across `call _dl_fixup`.  In the topmost frame the walker
+// has every register; below it only SP and FP, so a sample in _dl_fixup or
+// deeper (1 to 2 % of the samples of as and ld, which bind lazily) stopped
+// there.  But RBX is callee-saved: _dl_fixup saves it in its prologue at a
+// fixed offset from its CFA, and its CFA is the trampoline's SP once the
+// walk has stepped from it.  So while the call is in progress and the
+// callee is past its save, the trampoline's CFA is *(SP + save_offset) + 32,
+// a rule of SP alone (v3's dereferenced CFA, with this project's addend).
+//
+// That rule is written for [call + 1, call + 5) only: the PCs a lookup
+// below the top makes for the return address call + 5 (the module looks up
+// RA - 1), never an instruction's start, where the topmost frame has the
+// register and the row stays as DWARF says.  The callee's rows before its
+// save are left uncovered (kReasonCalleePrologue): a walk from there would
+// read the slot before it is written.  The call is found by its bytes
+// (E8 rel32) and accepted only when its target is the exact start of an FDE
+// that saves the register so; bytes that merely look like a call matter only
+// if a real return address also lies inside their four bytes.  What no rule
+// of the callee shows is a tail call after it has restored the register (a
+// jump to another function while the caller's frame is live): _dl_fixup
+// returns, and a callee that did so would have the walk read the slot it
+// left.
+
+// The registers the ABI says a callee keeps (RBP is the frame pointer,
+// known to the walker anyway).
+bool callee_saved(uint8_t reg) { return reg == 3 || (reg >= 12 && reg <= 15); }
+
+// Where an FDE keeps register reg: ok when no row says anything of it up to
+// one that saves it at CFA + offset (offset < 0), and every row from there
+// to the FDE's end says the same; saved_from is that row's start.
+struct CalleeSave {
+  bool ok = false;
+  int32_t offset = 0;
+  uint64_t saved_from = 0;
+};
+
+CalleeSave callee_save(internal::EhFrameReader& reader, const CfiFde& fde, uint8_t reg) {
+  std::vector<CfiRow> rows;
+  reader.read_fde(fde, reg, rows);
+  CalleeSave out;
+  bool saved = false;
+  for (const CfiRow& r : rows) {
+    if (r.stop != nullptr) return {};
+    const TrackedRule& t = r.state.tracked;
+    if (!saved) {
+      if (t.kind == TrackedRule::kSame) continue;
+      if (t.kind != TrackedRule::kAtCfa || t.offset >= 0) return {};
+      saved = true;
+      out.offset = t.offset;
+      out.saved_from = r.start;
+    } else if (t.kind != TrackedRule::kAtCfa || t.offset != out.offset) {
+      return {};
+    }
+  }
+  out.ok = saved;
+  return out;
+}
+
+// The text bytes holding [start, end), or nullptr.
+const TextBytes* text_holding(const std::vector<TextBytes>& text, uint64_t start, uint64_t end) {
+  for (const TextBytes& t : text) {
+    if (t.data != nullptr && start >= t.vaddr && end >= start && end - t.vaddr <= t.size) {
+      return &t;
+    }
+  }
+  return nullptr;
+}
+
+// A call that gets a bridge row, in the row holding it.
+struct Bridge {
+  uint64_t call = 0;  // the E8 byte
+  Rule rule;
+};
+
+// Finds the calls that get bridge rows (by row index), and leaves the
+// callees' rows before their saves uncovered in cls.
+std::unordered_map<size_t, std::vector<Bridge>> find_call_bridges(
+    internal::EhFrameReader& reader, const std::vector<CfiFde>& fdes,
+    const std::vector<CfiRow>& rows, const std::vector<bool>& overlaps,
+    std::vector<Classified>& cls, const std::vector<TextBytes>& text, const GenerateOptions& opts,
+    GenerateStats& st) {
+  std::unordered_map<size_t, std::vector<Bridge>> out;
+  std::unordered_map<uint64_t, size_t> fde_at;  // pc_begin -> FDE, made when first needed
+  std::map<std::pair<size_t, uint8_t>, CalleeSave> saves;
+  std::vector<std::pair<size_t, uint64_t>> prologues;  // callee FDE, its save's row start
+  for (size_t i = 0; i < fdes.size(); i++) {
+    const CfiFde& f = fdes[i];
+    for (size_t k = f.first_row; k < f.first_row + f.num_rows; k++) {
+      const Classified& c = cls[k];
+      const Rule& r = c.rule;
+      if (c.kind != Classified::kRule || r.outermost || r.cfa_deref || !callee_saved(r.cfa_reg) ||
+          r.ra_in_reg || r.fp == Rule::kFpReg || (r.cfa_offset != 0 && !opts.cfa_addend)) {
+        continue;
+      }
+      const CfiRow& row = rows[k];
+      const TextBytes* t = text_holding(text, row.start, row.end);
+      if (t == nullptr) continue;
+      for (uint64_t x = row.start; row.end - x >= 5;) {
+        const uint8_t* p = t->data + (x - t->vaddr);
+        if (p[0] != 0xe8) {
+          x++;
+          continue;
+        }
+        const int32_t rel = static_cast<int32_t>(uint32_t{p[1]} | uint32_t{p[2]} << 8 |
+                                                 uint32_t{p[3]} << 16 | uint32_t{p[4]} << 24);
+        const uint64_t target = x + 5 + static_cast<uint64_t>(static_cast<int64_t>(rel));
+        if (fde_at.empty()) {
+          for (size_t j = 0; j < fdes.size(); j++) {
+            if (!overlaps[j]) fde_at.emplace(fdes[j].pc_begin, j);
+          }
+        }
+        const auto callee = fde_at.find(target);
+        if (callee == fde_at.end() || callee->second == i) {
+          x++;
+          continue;
+        }
+        auto save = saves.find({callee->second, r.cfa_reg});
+        if (save == saves.end()) {
+          save = saves
+                     .emplace(std::make_pair(callee->second, r.cfa_reg),
+                              callee_save(reader, fdes[callee->second], r.cfa_reg))
+                     .first;
+        }
+        if (!save->second.ok) {
+          x++;
+          continue;
+        }
+        Bridge b;
+        b.call = x;
+        b.rule = r;
+        b.rule.cfa_reg = kDwarfRsp;
+        b.rule.cfa_deref = true;
+        b.rule.cfa_offset = save->second.offset;
+        b.rule.cfa_addend = r.cfa_offset;
+        out[k].push_back(b);
+        st.call_bridges.push_back(
+            {x + 1, x + 5, target, r.cfa_reg, save->second.offset, r.cfa_offset});
+        prologues.emplace_back(callee->second, save->second.saved_from);
+        x += 5;
+      }
+    }
+  }
+  for (const auto& [j, saved_from] : prologues) {
+    const CfiFde& f = fdes[j];
+    for (size_t k = f.first_row; k < f.first_row + f.num_rows && rows[k].start < saved_from; k++) {
+      if (cls[k].kind != Classified::kUncovered) cls[k] = uncovered(kReasonCalleePrologue);
+    }
+  }
+  // A caller's row that is itself some callee's prologue is not written.
+  for (auto it = out.begin(); it != out.end();) {
+    it = cls[it->first].kind == Classified::kRule ? std::next(it) : out.erase(it);
+  }
+  st.call_bridges.erase(
+      std::remove_if(st.call_bridges.begin(), st.call_bridges.end(),
+                     [&](const GenerateStats::CallBridge& b) {
+                       for (const auto& [k, list] : out) {
+                         for (const Bridge& x : list) {
+                           if (x.call + 1 == b.start) return false;
+                         }
+                       }
+                       return true;
+                     }),
+      st.call_bridges.end());
+  return out;
+}
+
 void check_options(const GenerateOptions& opts, const std::string& object) {
   if (opts.version != 2 && opts.version != 3) {
     throw Error(EINVAL, op::kGenerate, object, "SFrame version must be 2 or 3");
@@ -569,11 +745,13 @@ void check_options(const GenerateOptions& opts, const std::string& object) {
 GeneratedSframe generate_sframe_from_eh_frame(const uint8_t* data, size_t size,
                                               uint64_t eh_frame_vaddr, uint64_t text_vaddr,
                                               uint64_t text_len, const GenerateOptions& opts,
-                                              const std::string& object) {
+                                              const std::string& object,
+                                              const std::vector<TextBytes>& text) {
   check_options(opts, object);
   std::vector<CfiFde> fdes;
   std::vector<CfiRow> rows;
-  internal::EhFrameReader(data, size, eh_frame_vaddr, object).read_all(fdes, rows);
+  internal::EhFrameReader reader(data, size, eh_frame_vaddr, object);
+  reader.read_all(fdes, rows);
   // Free Pascal's programs have an empty .eh_frame: nothing to describe.
   if (fdes.empty()) throw Error(ENODATA, op::kGenerate, object, "no FDE in .eh_frame");
 
@@ -613,6 +791,10 @@ GeneratedSframe generate_sframe_from_eh_frame(const uint8_t* data, size_t size,
     }
   }
   out.version = opts.version == 3 || need_v3 ? 3 : 2;
+  // Rows whose CFA is in a callee-saved register need version 3 already.
+  const std::unordered_map<size_t, std::vector<Bridge>> bridges =
+      out.version == 3 ? find_call_bridges(reader, fdes, rows, overlaps, cls, text, opts, st)
+                       : std::unordered_map<size_t, std::vector<Bridge>>{};
 
   SectionBuilder b(out.version, /*pcrel=*/true);
   FdeWriter w(b, out.version);
@@ -637,10 +819,22 @@ GeneratedSframe generate_sframe_from_eh_frame(const uint8_t* data, size_t size,
           st.uncovered_rows.push_back({row.start, row.end, f.pc_begin, c.reason});
           w.close();
           continue;
-        case Classified::kRule:
-          w.add(row.start, row.end, c.rule);
+        case Classified::kRule: {
+          const auto b = bridges.find(k);
+          if (b == bridges.end()) {
+            w.add(row.start, row.end, c.rule);
+          } else {
+            uint64_t at = row.start;
+            for (const Bridge& x : b->second) {
+              w.add(at, x.call + 1, c.rule);
+              w.add(x.call + 1, x.call + 5, x.rule);
+              at = x.call + 5;
+            }
+            if (at < row.end) w.add(at, row.end, c.rule);
+          }
           if (c.rule.cfa_addend != 0) st.rows_cfa_addend++;
           break;
+        }
         case Classified::kPcMask: {
           // Whole blocks from the first aligned address; the bytes before
           // it get ordinary rows (PCMASK FDEs count from their start).
@@ -817,8 +1011,20 @@ GeneratedSframe generate_from(const internal::ElfFile& file, const std::string& 
   if (!eh_frame) eh_frame = eh_frame_from_hdr(elf, phdrs, elf_path);
   if (!eh_frame) throw Error(ENODATA, op::kGenerate, elf_path, "no .eh_frame");
 
-  GeneratedSframe out = generate_sframe_from_eh_frame(
-      eh_frame->data, eh_frame->size, eh_frame->vaddr, text_lo, text_hi - text_lo, opts, elf_path);
+  // The executable segments' bytes in the file, for the calls (the part
+  // of a segment past its file size is zeros, never code).
+  std::vector<TextBytes> text;
+  for (const GElf_Phdr& ph : phdrs) {
+    if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X) || ph.p_filesz == 0) continue;
+    Elf_Data* d =
+        elf_getdata_rawchunk(elf, static_cast<int64_t>(ph.p_offset), ph.p_filesz, ELF_T_BYTE);
+    if (d != nullptr && d->d_buf != nullptr && d->d_size == ph.p_filesz) {
+      text.push_back(TextBytes{static_cast<const uint8_t*>(d->d_buf), d->d_size, ph.p_vaddr});
+    }
+  }
+  GeneratedSframe out =
+      generate_sframe_from_eh_frame(eh_frame->data, eh_frame->size, eh_frame->vaddr, text_lo,
+                                    text_hi - text_lo, opts, elf_path, text);
   return out;
 }
 

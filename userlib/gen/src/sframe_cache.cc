@@ -27,7 +27,9 @@ constexpr uint32_t kNoteType = 1;
 // so a cache filled by an older generator gets what the newer one covers.
 // 2: CFA = *(reg + off) + c rows (kFlagXCfaAddend).
 // 3: the return address in a register or not at CFA-8 (v3: glibc's __vfork).
-constexpr uint32_t kNoteVersion = 3;
+// 4: call bridges (a CFA in a callee-saved register across a call: glibc's
+//    lazy-binding trampolines).
+constexpr uint32_t kNoteVersion = 4;
 
 // The note's descriptor: what a generated section describes and what it was
 // made from.  Little-endian, like the ELF file around it.

@@ -23,6 +23,13 @@
 //   - RSP has no rule of its own (the caller's SP is the CFA);
 //   - the FDE is no signal frame ('S'), or the version is 3 (its signal bit).
 // Every other row is counted in GenerateStats::uncovered_reasons.
+//
+// One rule is made from more than the row: a frame whose CFA is in a
+// callee-saved register (RBX, R12 to R15) across a direct call, as glibc's
+// lazy-binding trampolines keep theirs in RBX around `call _dl_fixup`, gets
+// for the PCs of the call a rule from where the callee saves that register
+// (GenerateStats::call_bridges); the callee's rows before that save are
+// left uncovered.
 #ifndef SFRAME_GEN_EH_FRAME_H
 #define SFRAME_GEN_EH_FRAME_H
 
@@ -72,6 +79,18 @@ struct GenerateStats {
     std::string reason;
   };
   std::vector<UncoveredRow> uncovered_rows;
+  // Rows written for a call that a frame makes while its CFA is in a
+  // callee-saved register (eh_frame.cc, "Calls from a frame whose CFA is in
+  // a callee-saved register"): [start, end) ELF-virtual (the call's bytes
+  // after its first), the callee, the register, and where the callee saves
+  // it (CFA + save_offset); the row says CFA = *(RSP + save_offset) +
+  // cfa_offset.
+  struct CallBridge {
+    uint64_t start = 0, end = 0, callee = 0;
+    uint8_t reg = 0;
+    int32_t save_offset = 0, cfa_offset = 0;
+  };
+  std::vector<CallBridge> call_bridges;
   // The section made: its FDEs and FREs, and the size of the .eh_frame read.
   uint64_t sframe_fdes = 0, sframe_fres = 0;
   uint64_t eh_frame_size = 0;
@@ -122,15 +141,25 @@ GeneratedSframe generate_sframe(const ObjectFile& object, const GenerateOptions&
 // of open_object_file()), for a command line's file and for tests.
 GeneratedSframe generate_sframe(const std::string& elf_path, const GenerateOptions& opts = {});
 
+// Bytes of the executable text as the program sees them at vaddr: what
+// .eh_frame alone cannot say (the target of a call).
+struct TextBytes {
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+  uint64_t vaddr = 0;
+};
+
 // The same from .eh_frame bytes already in memory: data[0, size) as the
 // program sees them at eh_frame_vaddr, for the executable text [text_vaddr,
-// text_vaddr + text_len).  object names the source in errors.  build_id is
-// left empty.  Throws as generate_sframe() (op::kGenerate, object).  For
-// tests and fuzzing.
+// text_vaddr + text_len), whose bytes text gives where known (without
+// them, no call is looked at: GenerateStats::call_bridges stays empty).
+// object names the source in errors.  build_id is left empty.  Throws as
+// generate_sframe() (op::kGenerate, object).  For tests and fuzzing.
 GeneratedSframe generate_sframe_from_eh_frame(const uint8_t* data, size_t size,
                                               uint64_t eh_frame_vaddr, uint64_t text_vaddr,
                                               uint64_t text_len, const GenerateOptions& opts = {},
-                                              const std::string& object = {});
+                                              const std::string& object = {},
+                                              const std::vector<TextBytes>& text = {});
 
 }  // namespace sframe
 
