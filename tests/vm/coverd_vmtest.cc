@@ -969,6 +969,60 @@ TEST_F(CoverdTest, AServiceStartedAgainCoversFromItsCache) {
   }
 }
 
+// A file covered because a process mapped it is listed (the cache
+// directory's coverd-mapped-files, mode 0600) and covered at the service's
+// next start before any process maps it again: that process's first
+// samples are complete without waiting for the service (the compiler run
+// a second time after a reboot: cc1plus's first samples, issue 30).
+TEST_F(CoverdTest, AFileMappedBeforeIsCoveredAtTheNextStartBeforeItRuns) {
+  if (!IsRoot()) GTEST_SKIP() << kRootOnly;
+  TempCopy lib(NoSframeLibrary());
+  ASSERT_TRUE(lib.ok());
+  const struct stat st = StatOf(lib.path());
+  ASSERT_NO_FATAL_FAILURE(StartService());
+  {
+    auto w = StartDlspin(lib.path());
+    ASSERT_TRUE(w);
+    ASSERT_TRUE(WaitEntry(st.st_ino, uint64_t(st.st_size), 30000))
+        << "not covered at its first mapping; the store:\n" << DescribeEntries(dev().list_files());
+    w->Kill();
+  }
+  ASSERT_NO_FATAL_FAILURE(StopService());
+  const std::string list = cache_dir_ + "/coverd-mapped-files";
+  const std::string text = ReadFile(list);
+  EXPECT_NE(text.find(" " + lib.path() + "\n"), std::string::npos)
+      << list << " does not list " << lib.path() << ":\n" << text;
+  struct stat ls;
+  ASSERT_EQ(stat(list.c_str(), &ls), 0) << list;
+  EXPECT_EQ(ls.st_mode & 0777, 0600u) << list << " names other users' files";
+
+  // The store as after a reboot: the entry gone.
+  RemoveNewEntries();
+  ASSERT_FALSE(EntryFor(dev().list_files(), st.st_ino));
+  ASSERT_NO_FATAL_FAILURE(StartService());
+  const auto e = EntryFor(dev().list_files(), st.st_ino, uint64_t(st.st_size));
+  ASSERT_TRUE(e) << "no entry for " << lib.path()
+                 << " once the start-up is done, before any process maps it; the store:\n"
+                 << DescribeEntries(dev().list_files());
+  if (auto s = Status()) {
+    EXPECT_GE(s->counter("mapped_before"), 1u);
+    RecordProperty("mapped_before", std::to_string(s->counter("mapped_before")));
+  }
+  auto w = StartDlspin(lib.path());
+  ASSERT_TRUE(w);
+  ChainCheck first10;
+  const ChainCheck c = Sample(w.get(), 1000, &first10, 10);
+  RecordProperty("first_samples_complete", Fraction(first10));
+  EXPECT_EQ(first10.considered, 10u) << "fewer than 10 samples in the chain";
+  EXPECT_EQ(first10.complete, first10.considered) << "its first samples:\n"
+                                                  << (first10.bad.empty() ? "" : first10.bad[0]);
+  EXPECT_TRUE(MostlyComplete(c, 0.99, 100));
+  const auto e1 = EntryById(dev().list_files(), e->id);
+  ASSERT_TRUE(e1);
+  EXPECT_GT(e1->attaches, e->attaches) << "the process's mapping is not the entry's";
+  w->Kill();
+}
+
 // ---- once ---------------------------------------------------------------------------------
 
 TEST_F(CoverdTest, OnceModeCoversAndExits) {

@@ -4,7 +4,9 @@
 // perf through the module, any session), with one copy per file.
 //
 // At start it covers every file mapped executable by a running process (the
-// most mapped first), then every shared library in the dynamic linker's
+// most mapped first), then the files processes mapped before (its list in
+// the cache directory, mapped_files.h: a program run before is covered
+// before it runs again), then every shared library in the dynamic linker's
 // paths; then each new file the moment a process maps it executable.
 //
 // How it learns of new mappings: perf's PERF_RECORD_MMAP2 side-band
@@ -58,6 +60,7 @@
 #include <vector>
 
 #include "launch.h"
+#include "mapped_files.h"
 #include "sframe_client/sframe_client.hpp"
 #include "sframe_gen/sframe_cache.h"
 #include "sframe_gen/store_coverage.h"
@@ -173,6 +176,7 @@ class Service {
       : o_(o),
         cache_(o.cache_dir.empty() ? sframe::default_cache_dir() : o.cache_dir,
                o.memory_mib << 20),
+        mapped_list_(cache_.dir() + "/coverd-mapped-files"),
         generations_(o.generations_per_second) {
     if (!o.once) cache_.set_generation_gate([this] { return generations_.take(); });
   }
@@ -187,11 +191,16 @@ class Service {
   // Looks at one candidate; false when a generation was put off.
   bool look_at(const Candidate& c);
   void write_status(bool force);
+  // Remembers the path of a file a process mapped, when this process sees
+  // the same file by it (st: the mapped file).
+  void remember(const Candidate& c, const struct stat& st);
+  void save_mapped_list(bool force);
   void log(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 
   Options o_;
   sframe::Device dev_;
   sframe::SframeCache cache_;
+  tools::MappedFileList mapped_list_;
   std::unique_ptr<sframe::StoreCoverage> store_;
   sframe::PerfEvent events_;
   sframe::UniqueFd pid_file_, signals_;
@@ -199,6 +208,8 @@ class Service {
   std::deque<Candidate> mapped_, libraries_;
   tools::RateBound generations_;
   uint64_t events_seen_ = 0, lost_seen_ = 0, rescans_ = 0, deferred_ = 0, skipped_ = 0;
+  uint64_t mapped_before_ = 0;  // candidates from the list at start
+  bool list_error_logged_ = false;
   uint64_t started_ = uint64_t(std::time(nullptr));
   uint64_t status_at_ms_ = 0;
   bool dirty_ = true;
@@ -314,7 +325,9 @@ bool Service::look_at(const Candidate& c) {
     skipped_++;
     return true;  // gone
   }
-  if (!S_ISREG(st.st_mode) || store_->settled(st)) return true;
+  if (!S_ISREG(st.st_mode)) return true;
+  if (c.pid != 0) remember(c, st);
+  if (store_->settled(st)) return true;
   std::unique_ptr<sframe::ObjectFile> object;
   try {
     object = std::make_unique<sframe::ObjectFile>(
@@ -346,6 +359,26 @@ bool Service::look_at(const Candidate& c) {
     return false;
   }
   return true;
+}
+
+void Service::remember(const Candidate& c, const struct stat& st) {
+  struct stat by_path;
+  if (::stat(c.path.c_str(), &by_path) != 0 || by_path.st_dev != st.st_dev ||
+      by_path.st_ino != st.st_ino) {
+    return;  // another mount namespace's file, or replaced since
+  }
+  mapped_list_.note(c.path, uint64_t(std::time(nullptr)));
+}
+
+void Service::save_mapped_list(bool force) {
+  try {
+    mapped_list_.save(tools::now_ms(), force);
+  } catch (const sframe::Error& e) {
+    // Said once: the next start then covers those files when mapped, as
+    // without the list.
+    if (!list_error_logged_) log("%s", e.what());
+    list_error_logged_ = true;
+  }
 }
 
 void Service::write_status(bool force) {
@@ -389,6 +422,8 @@ void Service::write_status(bool force) {
                 {"mmap_records", events_seen_},
                 {"mmap_records_lost", lost_seen_},
                 {"process_scans", rescans_},
+                {"mapped_before", mapped_before_},  // from the list, at start
+                {"mapped_list", uint64_t(mapped_list_.size())},
                 {"waiting", uint64_t(mapped_.size() + libraries_.size())},
                 {"cpu_ms", uint64_t(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
                                uint64_t(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000},
@@ -443,9 +478,12 @@ int Service::run() {
   store_->sync();
   write_status(true);  // the service is there for sframe-prof from now on
   scan_processes();
+  const size_t mapped_now = mapped_.size();
+  for (std::string& path : mapped_list_.load()) mapped_.push_back({0, 0, 0, std::move(path)});
+  mapped_before_ = mapped_.size() - mapped_now;
   if (o_.libraries) scan_libraries();
-  log("started: %zu mapped files and %zu libraries to look at", mapped_.size(),
-      libraries_.size());
+  log("started: %zu mapped files, %" PRIu64 " mapped before and %zu libraries to look at",
+      mapped_now, mapped_before_, libraries_.size());
   bool announced = false;
   uint64_t retry_at_ms = 0;
   while (!stop_) {
@@ -499,10 +537,13 @@ int Service::run() {
     if (!announced && mapped_.empty()) {
       announced = true;
       write_status(true);
-      log("the files mapped at start are covered: %zu files known", store_->files().size());
+      log("the files mapped at start are covered (and those mapped before): %zu files known",
+          store_->files().size());
     }
     write_status(false);
+    save_mapped_list(false);
   }
+  save_mapped_list(true);
   write_status(true);
   ::unlink((o_.state_dir + "/summary").c_str());  // gone: no reader relies on it
   const sframe::StoreCoverageStats& st = store_->stats();
