@@ -13,7 +13,11 @@
 #     `sframe-prof record -a --coverage process`: the module's supplied bytes;
 #  2. the service: sframe-coverd started with its defaults (the files mapped
 #     now, the libraries of the linker's paths), the time until it is idle;
-#     each workload recorded with --coverage service;
+#     each workload recorded with --coverage service (its programs seen by
+#     the service for the first time);
+#  2b. the module reloaded and the service started again, as after a
+#     reboot: each workload recorded again (its programs covered at the
+#     start, from the service's list of files mapped before);
 #  3. a program started during an -a recording (its first samples);
 #  4. 200 sleeping processes of one new program with the service: the
 #     store's bytes;
@@ -152,6 +156,29 @@ head -2 /run/sframe-coverd/status >> "$OUT/memory.txt"
 $CLIENT coverage > "$OUT/coverage.txt" 2>&1
 record_all service service
 
+# ---- 2b. the service after a reboot ------------------------------------------
+# The module reloaded (its store empty, as after a reboot) and the service
+# started again: its list of the files processes mapped before
+# (coverd-mapped-files in the cache directory) covers the programs of phase 2
+# before they run again (cc1plus, as, node), which phase 2 covered only at
+# their first mapping.
+log "phase 2b: the module reloaded and sframe-coverd started again (a reboot)"
+kill -TERM $coverd
+wait $coverd
+echo "sframe-coverd (first start) exit $?" >> "$OUT/memory.txt"
+modprobe -r sframe_unwind && modprobe sframe_unwind || log "cannot reload the module"
+t0=$(now)
+$COVERD > "$OUT/coverd-restarted.log" 2>&1 &
+coverd=$!
+for ((i = 0; i < 1800; i++)); do
+	sleep 1
+	w=$(sed -n 2p /run/sframe-coverd/status 2> /dev/null | tr ' ' '\n' | sed -n 's/^waiting=//p')
+	[ "$w" = 0 ] && break
+done
+echo "restarted service idle $(awk -v a="$(now)" -v b="$t0" "BEGIN { printf \"%.1f\", a - b }") s after its start" | tee -a "$OUT/memory.txt"
+head -2 /run/sframe-coverd/status >> "$OUT/memory.txt"
+record_all service restarted
+
 # ---- 3. a program started during an -a recording -----------------------------
 log "phase 3: a program started during -a"
 $PROF record -a -F $HZ --coverage service --duration 25 -o "$W/all.data" > /dev/null 2> "$OUT/all.log" &
@@ -186,11 +213,15 @@ $BENCH --runs 20 > "$OUT/exec-to-coverage.txt" 2>&1
 log "phase 6: the service idle for $IDLE s"
 cpu() { awk '{ print $14 + $15 }' "/proc/$coverd/stat"; }
 rss() { awk '/VmRSS/ { print $2 }' "/proc/$coverd/status"; }
+# Where the resident memory is: anonymous (the heap) or file pages (the
+# mapped ELF files and the cache's section files, reclaimable).
+rss_parts() { awk '/^Rss(Anon|File|Shmem):/ { printf "%s %s KiB ", $1, $2 }' "/proc/$coverd/status"; }
 c0=$(cpu)
 r0=$(rss)
+echo "idle +0 s: resident $r0 KiB ($(rss_parts))" >> "$OUT/idle.txt"
 for ((t = 0; t < IDLE; t += 60)); do
 	sleep 60
-	echo "idle +$((t + 60)) s: CPU ticks $(( $(cpu) - c0 )), resident $(rss) KiB" >> "$OUT/idle.txt"
+	echo "idle +$((t + 60)) s: CPU ticks $(( $(cpu) - c0 )), resident $(rss) KiB ($(rss_parts))" >> "$OUT/idle.txt"
 done
 c1=$(cpu)
 r1=$(rss)

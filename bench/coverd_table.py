@@ -2,8 +2,10 @@
 """The tables of bench/coverd_guest.sh, from the directory it filled.
 
 Per workload and program (comm, with at least 20 samples): the samples of
-sframe-prof with per-process coverage (process-NAME.folded) and with
-sframe-coverd's file store (service-NAME.folded), and the share whose user
+sframe-prof with per-process coverage (process-NAME.folded), with
+sframe-coverd's file store the first time the service sees the programs
+(service-NAME.folded) and after the module was reloaded and the service
+started again, as after a reboot (restarted-NAME.folded), and the share whose user
 stack reaches its thread's start: main, or __libc_start_main /
 __libc_start_call_main (Debian's programs are stripped), or start_thread
 (threads).  Of the others, the share taken in the dynamic loader's start-up
@@ -63,10 +65,16 @@ def folded(path):
             if not stack:
                 continue
             frames = stack.split(";")
-            t = out.setdefault(frames[0], {"all": 0, "main": 0, "loader": 0, "nouser": 0, "other": 0})
+            t = out.setdefault(frames[0], {"all": 0, "main": 0, "loader": 0, "nouser": 0, "other": 0,
+                                           "ends": {}})
             n = int(count)
             t["all"] += n
-            t[classify(frames[1:])] += n
+            kind = classify(frames[1:])
+            t[kind] += n
+            if kind == "other":
+                user = [fr for fr in frames[1:] if not fr.endswith("_[k]")]
+                end = function(user[0])
+                t["ends"][end] = t["ends"].get(end, 0) + n
     return out
 
 
@@ -140,15 +148,27 @@ def late_program(d):
 
 def main():
     d = sys.argv[1]
-    print("| workload | program | per-process coverage | sframe-coverd's store |")
-    print("|---|---|---|---|")
+    print("| workload | program | per-process coverage | sframe-coverd's store, first run | "
+          "sframe-coverd's store after a reboot |")
+    print("|---|---|---|---|---|")
     for w in WORKLOADS:
         p = folded(os.path.join(d, f"process-{w}.folded"))
         s = folded(os.path.join(d, f"service-{w}.folded"))
-        comms = sorted({c for v in (p, s) for c in v if v[c]["all"] >= 20},
-                       key=lambda c: -max(v.get(c, {"all": 0})["all"] for v in (p, s)))
+        r = folded(os.path.join(d, f"restarted-{w}.folded"))
+        comms = sorted({c for v in (p, s, r) for c in v if v[c]["all"] >= 20},
+                       key=lambda c: -max(v.get(c, {"all": 0})["all"] for v in (p, s, r)))
         for c in comms:
-            print(f"| {w} | {c} | {cell(p.get(c))} | {cell(s.get(c))} |")
+            print(f"| {w} | {c} | {cell(p.get(c))} | {cell(s.get(c))} | {cell(r.get(c))} |")
+    print("\nWhere the incomplete stacks end (their outermost user frame; the three most "
+          "frequent per run and program):\n")
+    for w in WORKLOADS:
+        for tag in ("process", "service", "restarted"):
+            for comm, t in sorted(folded(os.path.join(d, f"{tag}-{w}.folded")).items()):
+                if t["all"] < 20 or not t["ends"]:
+                    continue
+                top = sorted(t["ends"].items(), key=lambda kv: -kv[1])[:3]
+                print(f"    {tag} {w} {comm}: {t['other']} of {t['all']}: " +
+                      ", ".join(f"{n} {name}" for name, n in top))
     late_program(d)
     for name in ("memory.txt", "idle.txt", "exec-to-coverage.txt"):
         try:
