@@ -166,7 +166,14 @@ log "phase 2b: the module reloaded and sframe-coverd started again (a reboot)"
 kill -TERM $coverd
 wait $coverd
 echo "sframe-coverd (first start) exit $?" >> "$OUT/memory.txt"
-modprobe -r sframe_unwind && modprobe sframe_unwind || log "cannot reload the module"
+if modprobe -r sframe_unwind && modprobe sframe_unwind; then
+	echo "module reloaded" >> "$OUT/memory.txt"
+else
+	# Something holds the device: the store emptied entry by entry instead.
+	log "cannot reload the module: every file entry removed instead"
+	$CLIENT files | awk 'NR > 1 { print $1 }' | xargs -r $CLIENT file-remove > /dev/null
+fi
+echo "before the restart: file_entries $(stat_of file_entries)" | tee -a "$OUT/memory.txt"
 t0=$(now)
 $COVERD > "$OUT/coverd-restarted.log" 2>&1 &
 coverd=$!
