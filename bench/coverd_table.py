@@ -13,9 +13,11 @@ before main exists (_dl_start, dl_main, _dl_sysdep_start, _dl_start_user:
 no stack of those can reach main) and the share without any user frame
 (taken in the kernel during exec or exit: the module unwinds a user stack
 at the return to user space, which an exiting task never makes).
-Each cell: "reach main % / complete % of samples", where complete also
-counts the stacks taken before main exists whose walk reached the entry of
-the thread (the loader's _start, or clone3 before start_thread).
+Each cell: "reach main % / complete % / complete % of the samples with a
+user stack, of samples", where complete also counts the stacks taken
+before main exists whose walk reached the entry of the thread (the
+loader's _start, or clone3 before start_thread), and the last share leaves
+out the samples without any user frame.
 Then the program started during the -a recording (its first samples), and
 memory.txt and exec-to-coverage.txt as written.  Prints Markdown."""
 import os
@@ -82,7 +84,12 @@ def cell(t):
     if not t or not t["all"]:
         return "-"
     a = t["all"]
-    return (f"{100.0 * t['main'] / a:.1f} % / {100.0 * (t['main'] + t['loader']) / a:.1f} % of {a} "
+    complete = t["main"] + t["loader"]
+    # Of the samples with a user stack: a task in exit (or in the kernel
+    # during exec) has none to unwind, for any unwinder.
+    with_user = a - t["nouser"]
+    of_user = f"{100.0 * complete / with_user:.1f} %" if with_user else "-"
+    return (f"{100.0 * t['main'] / a:.1f} % / {100.0 * complete / a:.1f} % / {of_user} of {a} "
             f"(no user frame {100.0 * t['nouser'] / a:.1f})")
 
 
