@@ -122,6 +122,23 @@ start_sleepers() { # program count
 stop_sleepers() { kill "${SLEEPERS[@]}" 2> /dev/null; wait "${SLEEPERS[@]}" 2> /dev/null; }
 stat_of() { $CLIENT stats | awk -v k="$1" '$1 == k { print $2 }'; }
 
+# Starts sframe-coverd (its output in $OUT/LOG; its pid in $coverd) and
+# waits, at most 30 minutes, until it has looked at every file (waiting=0 in
+# its status); the time that took and its counters go to memory.txt.
+start_coverd() { # LOG WHAT
+	local t0 i w
+	t0=$(now)
+	$COVERD > "$OUT/$1" 2>&1 &
+	coverd=$!
+	for ((i = 0; i < 1800; i++)); do
+		sleep 1
+		w=$(sed -n 2p /run/sframe-coverd/status 2> /dev/null | tr ' ' '\n' | sed -n 's/^waiting=//p')
+		[ "$w" = 0 ] && break
+	done
+	echo "$2 $(awk -v a="$(now)" -v b="$t0" "BEGIN { printf \"%.1f\", a - b }") s after its start" | tee -a "$OUT/memory.txt"
+	head -2 /run/sframe-coverd/status >> "$OUT/memory.txt"
+}
+
 # ---- 1. per process ----------------------------------------------------------
 log "phase 1: per-process coverage (no service)"
 record_all process warmup
@@ -143,16 +160,7 @@ rm -f "$W/all-sleepers.data"
 
 # ---- 2. the service ----------------------------------------------------------
 log "phase 2: sframe-coverd"
-t0=$(now)
-$COVERD > "$OUT/coverd.log" 2>&1 &
-coverd=$!
-for ((i = 0; i < 1800; i++)); do
-	sleep 1
-	w=$(sed -n 2p /run/sframe-coverd/status 2> /dev/null | tr ' ' '\n' | sed -n 's/^waiting=//p')
-	[ "$w" = 0 ] && break
-done
-echo "service idle (every file looked at) $(awk -v a="$(now)" -v b="$t0" "BEGIN { printf \"%.1f\", a - b }") s after its start" | tee -a "$OUT/memory.txt"
-head -2 /run/sframe-coverd/status >> "$OUT/memory.txt"
+start_coverd coverd.log "service idle (every file looked at)"
 $CLIENT coverage > "$OUT/coverage.txt" 2>&1
 record_all service service
 
@@ -174,16 +182,7 @@ else
 	$CLIENT files | awk 'NR > 1 { print $1 }' | xargs -r $CLIENT file-remove > /dev/null
 fi
 echo "before the restart: file_entries $(stat_of file_entries)" | tee -a "$OUT/memory.txt"
-t0=$(now)
-$COVERD > "$OUT/coverd-restarted.log" 2>&1 &
-coverd=$!
-for ((i = 0; i < 1800; i++)); do
-	sleep 1
-	w=$(sed -n 2p /run/sframe-coverd/status 2> /dev/null | tr ' ' '\n' | sed -n 's/^waiting=//p')
-	[ "$w" = 0 ] && break
-done
-echo "restarted service idle $(awk -v a="$(now)" -v b="$t0" "BEGIN { printf \"%.1f\", a - b }") s after its start" | tee -a "$OUT/memory.txt"
-head -2 /run/sframe-coverd/status >> "$OUT/memory.txt"
+start_coverd coverd-restarted.log "restarted service idle"
 record_all service restarted
 
 # ---- 3. a program started during an -a recording -----------------------------
