@@ -639,6 +639,7 @@ const TextBytes* text_holding(const std::vector<TextBytes>& text, uint64_t start
 // A call that gets a bridge row, in the row holding it.
 struct Bridge {
   uint64_t call = 0;  // the E8 byte
+  uint64_t callee = 0;
   Rule rule;
 };
 
@@ -697,14 +698,13 @@ std::unordered_map<size_t, std::vector<Bridge>> find_call_bridges(
         }
         Bridge b;
         b.call = x;
+        b.callee = target;
         b.rule = r;
         b.rule.cfa_reg = kDwarfRsp;
         b.rule.cfa_deref = true;
         b.rule.cfa_offset = save->second.offset;
         b.rule.cfa_addend = r.cfa_offset;
         out[k].push_back(b);
-        st.call_bridges.push_back(
-            {x + 1, x + 5, target, r.cfa_reg, save->second.offset, r.cfa_offset});
         prologues.emplace_back(callee->second, save->second.saved_from);
         x += 5;
       }
@@ -716,21 +716,20 @@ std::unordered_map<size_t, std::vector<Bridge>> find_call_bridges(
       if (cls[k].kind != Classified::kUncovered) cls[k] = uncovered(kReasonCalleePrologue);
     }
   }
-  // A caller's row that is itself some callee's prologue is not written.
-  for (auto it = out.begin(); it != out.end();) {
-    it = cls[it->first].kind == Classified::kRule ? std::next(it) : out.erase(it);
+  // A caller's row that is itself some callee's prologue is not written;
+  // the others are, in .eh_frame order.
+  for (size_t k = 0; k < rows.size(); k++) {
+    const auto it = out.find(k);
+    if (it == out.end()) continue;
+    if (cls[k].kind != Classified::kRule) {
+      out.erase(it);
+      continue;
+    }
+    for (const Bridge& b : it->second) {
+      st.call_bridges.push_back({b.call + 1, b.call + 5, b.callee, cls[k].rule.cfa_reg,
+                                 b.rule.cfa_offset, b.rule.cfa_addend});
+    }
   }
-  st.call_bridges.erase(
-      std::remove_if(st.call_bridges.begin(), st.call_bridges.end(),
-                     [&](const GenerateStats::CallBridge& b) {
-                       for (const auto& [k, list] : out) {
-                         for (const Bridge& x : list) {
-                           if (x.call + 1 == b.start) return false;
-                         }
-                       }
-                       return true;
-                     }),
-      st.call_bridges.end());
   return out;
 }
 
