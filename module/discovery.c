@@ -78,7 +78,7 @@ static int sframe_discover_file(struct mm_struct *mm, struct file *file,
 	if (ret)
 		return ret;
 	if (!text.has_sframe ||
-	    !sframe_elf_bias(&text, map->start, map->offset, &bias))
+	    sframe_elf_mapped_load(&text, map->start, map->offset, &bias) < 0)
 		return -ENOENT;
 	ret = sframe_register_section(mm, bias + text.sframe_vaddr,
 				      text.sframe_len, bias + text.text_lo,

@@ -65,6 +65,7 @@ int sframe_elf_read_text(struct file *file, struct sframe_elf_text *text)
 			.vaddr = p->p_vaddr,
 			.offset = p->p_offset,
 			.filesz = p->p_filesz,
+			.memsz = p->p_memsz,
 		};
 		text->text_lo = min(text->text_lo, p->p_vaddr);
 		text->text_hi = max(text->text_hi, p->p_vaddr + p->p_memsz);
@@ -76,8 +77,8 @@ out:
 	return ret;
 }
 
-bool sframe_elf_bias(const struct sframe_elf_text *text, unsigned long start,
-		     unsigned long offset, u64 *bias)
+int sframe_elf_mapped_load(const struct sframe_elf_text *text,
+			   unsigned long start, unsigned long offset, u64 *bias)
 {
 	const struct sframe_elf_load *load;
 	u32 i;
@@ -89,8 +90,8 @@ bool sframe_elf_bias(const struct sframe_elf_text *text, unsigned long start,
 		    offset < load->offset + load->filesz) {
 			/* The mapping's first byte is file offset offset. */
 			*bias = start - (load->vaddr - load->offset + offset);
-			return true;
+			return i;
 		}
 	}
-	return false;
+	return -1;
 }

@@ -14,7 +14,7 @@
 #include "sframe_unwind.h"
 
 struct sframe_elf_load {
-	u64 vaddr, offset, filesz;
+	u64 vaddr, offset, filesz, memsz;
 };
 
 struct sframe_elf_text {
@@ -36,11 +36,11 @@ struct sframe_elf_text {
 int sframe_elf_read_text(struct file *file, struct sframe_elf_text *text);
 
 /*
- * The load bias of a mapping of the file that starts at start with file
- * offset offset, found from the executable segment it maps; false if it
- * maps none.
+ * The executable segment that a mapping of the file maps, the mapping
+ * starting at start with file offset offset: its index in text->loads,
+ * with the file's load bias in *bias; -1 if the mapping maps none.
  */
-bool sframe_elf_bias(const struct sframe_elf_text *text, unsigned long start,
-		     unsigned long offset, u64 *bias);
+int sframe_elf_mapped_load(const struct sframe_elf_text *text,
+			   unsigned long start, unsigned long offset, u64 *bias);
 
 #endif /* SFRAME_ELF_FILE_H */

@@ -218,6 +218,40 @@ static bool sframe_file_unchanged(const struct sframe_file *f, u64 iversion)
 	       inode_query_iversion(f->inode) == iversion;
 }
 
+/*
+ * How many text bytes of each executable segment the validated section
+ * covers: a mapping's entry covers one segment (sframe_register_file()),
+ * and what it lists must add up to its own text.  One pass over the
+ * FDEs, already bounded by the validation; process context.
+ */
+static int sframe_file_count_covered(struct sframe_file *f)
+{
+	const struct sframe_elf_load *load;
+	struct sframe_fde fde;
+	u32 i, k;
+	int ret;
+
+	for (i = 0; i < f->sec.num_fdes; i++) {
+		if (!(i % 4096))
+			cond_resched();
+		ret = sframe_get_fde(&f->sec, i, &fde);
+		if (ret)
+			return ret;
+		if (sframe_fde_skipped(&fde))
+			continue;
+		for (k = 0; k < f->text.nr_loads; k++) {
+			load = &f->text.loads[k];
+			if (fde.func_start >= load->vaddr &&
+			    fde.func_start - load->vaddr < load->memsz) {
+				f->load_covered[k] += min(fde.func_size,
+					load->memsz - (fde.func_start - load->vaddr));
+				break;
+			}
+		}
+	}
+	return 0;
+}
+
 /* Read, validate and describe the section of f, for f->text. */
 static int sframe_file_check(struct sframe_file *f, struct file *file,
 			     u64 sframe_vaddr)
@@ -237,6 +271,8 @@ static int sframe_file_check(struct sframe_file *f, struct file *file,
 	ret = sframe_fde_index_validate(&f->sec, f->text.text_lo,
 					f->text.text_hi - f->text.text_lo,
 					&f->index, &f->found);
+	if (!ret)
+		ret = sframe_file_count_covered(f);
 	if (ret)
 		return ret;
 	f->sec.src = NULL; /* the source lives on this stack */

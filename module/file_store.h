@@ -44,6 +44,8 @@ struct sframe_file {
 	struct sframe_fde_index *index; /* or NULL: lookups search */
 	const struct sframe_index *table;
 	struct sframe_validation found;
+	/* found.covered_bytes by executable segment (text.loads[i]) */
+	u64 load_covered[SFRAME_FILE_MAX_LOADS];
 	atomic64_t attaches;
 	struct rcu_head rcu;
 	u64 len;

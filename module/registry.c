@@ -1026,15 +1026,25 @@ int sframe_register_none(struct mm_struct *mm, unsigned long pc,
 int sframe_register_file(struct mm_struct *mm, struct sframe_file *f,
 			 unsigned long map_start, unsigned long map_offset)
 {
-	u64 text_len = f->text.text_hi - f->text.text_lo;
+	const struct sframe_elf_load *load;
 	struct sframe_entry *entry;
 	struct sframe_range *r;
 	u64 bias;
-	int ret;
+	int ret, i;
 
-	if (!sframe_elf_bias(&f->text, map_start, map_offset, &bias))
+	/*
+	 * The entry covers the executable segment this mapping maps, not
+	 * the file's whole text: between the segments of a file with
+	 * several (node's .init, .text and large-page text) lie pages that
+	 * are not mapped executable, or not mapped by it at all, and an
+	 * entry must not claim them.  Each segment gets its entry when a
+	 * PC in it is first looked up; all share the file's one table.
+	 */
+	i = sframe_elf_mapped_load(&f->text, map_start, map_offset, &bias);
+	if (i < 0)
 		return -ENOENT;
-	if (!sframe_user_range_ok(bias + f->text.text_lo, text_len))
+	load = &f->text.loads[i];
+	if (!sframe_user_range_ok(bias + load->vaddr, load->memsz))
 		return -EINVAL;
 	entry = sframe_entry_new(SFRAME_SOURCE_FILE);
 	if (!entry)
@@ -1045,10 +1055,10 @@ int sframe_register_file(struct mm_struct *mm, struct sframe_file *f,
 	entry->table = f->table;
 	r = &entry->range;
 	r->sec = f->sec;
-	r->text_start = bias + f->text.text_lo;
-	r->text_end = r->text_start + text_len;
+	r->text_start = bias + load->vaddr;
+	r->text_end = r->text_start + load->memsz;
 	r->sframe_addr = bias + f->sec.sec_addr;
-	r->covered_bytes = f->found.covered_bytes;
+	r->covered_bytes = f->load_covered[i];
 	r->fdes_skipped = f->found.fdes_skipped;
 	/* Inserted only if the text is this file's, mapped executable, here. */
 	ret = sframe_add(mm, entry, f->inode);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -55,13 +56,13 @@ std::string ProgramDir() {
 // removed with the directory at the end.
 class LibraryCopy {
  public:
-  LibraryCopy() {
+  explicit LibraryCopy(const std::string& name = "libvmtest_wldl_nosframe.so") {
     char tmpl[] = "/tmp/file-store-XXXXXX";
     if (!mkdtemp(tmpl)) return;
     dir_ = tmpl;
     chmod(dir_.c_str(), 0755);  // the workload may run as another user
     path_ = dir_ + "/libwl.so";
-    Copy(ProgramDir() + "/libvmtest_wldl_nosframe.so", path_);
+    Copy(ProgramDir() + "/" + name, path_);
   }
   ~LibraryCopy() {
     if (!dir_.empty()) std::system(("rm -rf " + dir_).c_str());
@@ -247,6 +248,60 @@ TEST_F(FileStoreTest, ProcessesOfOneLibraryShareOneCopy) {
     if (f.id == id) EXPECT_GE(f.attaches, uint64_t{kProcesses});
   }
   for (auto& w : ws) w->Kill();
+  dev().remove_file(id);
+}
+
+// The executable mappings of path in process pid, from its maps.
+std::vector<std::pair<uint64_t, uint64_t>> ExecMappings(pid_t pid, const std::string& path) {
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    unsigned long lo = 0, hi = 0;
+    char perms[5] = {};
+    if (sscanf(line.c_str(), "%lx-%lx %4s", &lo, &hi, perms) != 3) continue;
+    if (perms[2] == 'x' && line.size() >= path.size() &&
+        line.compare(line.size() - path.size(), path.size(), path) == 0)
+      out.emplace_back(lo, hi);
+  }
+  return out;
+}
+
+// A file whose text lies in two executable segments with a hole between
+// them, as node's does: the hole is not the file's executable text (ld.so
+// maps it PROT_NONE), so no entry may claim it.  Each segment the walk
+// reaches gets an entry of its own from the one copy, inside that segment's
+// mapping, and the walk crosses the far segment to main.  (With one entry
+// for the whole span, its insertion failed and no chain was complete.)
+TEST_F(FileStoreTest, EachExecutableSegmentOfAFileIsCoveredByItsOwnEntry) {
+  if (!IsRoot()) GTEST_SKIP() << "supplying for a file needs CAP_SYS_ADMIN";
+  vmtest::ScopedModuleParam discovery("discovery", "Y");
+  LibraryCopy lib("libvmtest_wldl_twoseg.so");
+  ASSERT_TRUE(lib.ok());
+  auto w = StartDlspin(lib.path());
+  ASSERT_TRUE(w);
+  const auto exec_maps = ExecMappings(w->pid(), lib.path());
+  ASSERT_EQ(exec_maps.size(), 2u) << "the library is not mapped as two executable segments";
+  ASSERT_GE(exec_maps[1].first, exec_maps[0].second + (1u << 20)) << "no hole between them";
+
+  const uint64_t id = Supply(lib.path());
+  ChainCheck with = Sample(w.get(), 2000);
+  RecordProperty("with", std::to_string(with.complete) + "/" + std::to_string(with.considered));
+  EXPECT_TRUE(MostlyComplete(with, 0.99, 500));
+
+  size_t entries = 0;
+  for (const sframe::SectionInfo& e : dev().list_sections(w->pid())) {
+    if (e.source != Source::kFile) continue;
+    entries++;
+    bool inside = false;
+    for (const auto& [lo, hi] : exec_maps)
+      inside |= e.text_start >= lo && e.text_start + e.text_len <= hi;
+    EXPECT_TRUE(inside) << "an entry of [" << std::hex << e.text_start << ", "
+                        << e.text_start + e.text_len << ") is not inside one executable mapping";
+    EXPECT_LE(e.covered_bytes, e.text_len) << "the entry lists another segment's coverage";
+  }
+  EXPECT_GE(entries, 1u);
+  w->Kill();
   dev().remove_file(id);
 }
 
