@@ -10,9 +10,15 @@ stack reaches its thread's start: main, or __libc_start_main /
 __libc_start_call_main (Debian's programs are stripped), or start_thread
 (threads).  Of the others, the share taken in the dynamic loader's start-up
 before main exists (_dl_start, dl_main, _dl_sysdep_start, _dl_start_user:
-no stack of those can reach main) and the share without any user frame
-(taken in the kernel during exec or exit: the module unwinds a user stack
-at the return to user space, which an exiting task never makes).
+no stack of those can reach main) and the share without a user stack:
+no user frame at all (taken in the kernel during exit: the module unwinds
+a user stack at the return to user space, which an exiting task never
+makes), or taken in execve after the old image was dropped (a kernel
+frame that load_elf_binary() reaches only after begin_new_exec():
+setup_new_exec, setup_arg_pages, elf_map, ...): the user registers still
+hold the old program's PC, which no mapping of the new one contains (one
+frame the report cannot name, "[unknown]"), and there is no stack behind
+it for any unwinder to walk.
 Each cell: "reach main % / complete % / complete % of the samples with a
 user stack, of samples", where complete also counts the stacks taken
 before main exists whose walk reached the entry of the thread (the
@@ -40,10 +46,18 @@ def function(frame):
     return name.split("(")[0]
 
 
+# Called by load_elf_binary() only past the point of no return of execve.
+NEW_IMAGE = re.compile(r"^(setup_new_exec|setup_arg_pages|elf_map|elf_load|load_elf_interp|"
+                       r"create_elf_tables|set_brk|finalize_exec)_\[k\]$")
+
+
 def classify(frames):
     """frames: root first, without the comm."""
     user = [f for f in frames if not f.endswith("_[k]")]
     if not user:
+        return "nouser"
+    # In execve past the old image: its PC, in none of the new mappings.
+    if all(f == "[unknown]" for f in user) and any(NEW_IMAGE.match(f) for f in frames):
         return "nouser"
     names = [function(f) for f in user]
     if any(ROOT.match(n) for n in names):
@@ -85,12 +99,12 @@ def cell(t):
         return "-"
     a = t["all"]
     complete = t["main"] + t["loader"]
-    # Of the samples with a user stack: a task in exit (or in the kernel
-    # during exec) has none to unwind, for any unwinder.
+    # Of the samples with a user stack: a task in exit, or in execve past
+    # its old image, has none to unwind, for any unwinder.
     with_user = a - t["nouser"]
     of_user = f"{100.0 * complete / with_user:.1f} %" if with_user else "-"
     return (f"{100.0 * t['main'] / a:.1f} % / {100.0 * complete / a:.1f} % / {of_user} of {a} "
-            f"(no user frame {100.0 * t['nouser'] / a:.1f})")
+            f"(no user stack {100.0 * t['nouser'] / a:.1f})")
 
 
 def late_program(d):
@@ -148,7 +162,7 @@ def late_program(d):
           f"from its exec on ({start} before it, in the shell that forked it); first 10: "
           f"{first.count('main') + first.count('loader')} complete ({first.count('main')} reach "
           f"main, {first.count('loader')} in the loader's start-up down to its entry), "
-          f"{first.count('nouser')} without user frames, {first.count('other')} incomplete; all "
+          f"{first.count('nouser')} without a user stack, {first.count('other')} incomplete; all "
           f"from its exec on: {after.count('main')} reach main, "
           f"{after.count('main') + after.count('loader')} complete of {len(after)}")
 
