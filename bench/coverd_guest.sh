@@ -126,14 +126,19 @@ stat_of() { $CLIENT stats | awk -v k="$1" '$1 == k { print $2 }'; }
 # waits, at most 30 minutes, until it has looked at every file (waiting=0 in
 # its status); the time that took and its counters go to memory.txt.
 start_coverd() { # LOG WHAT
-	local t0 i w
+	local t0 i w line scans
 	t0=$(now)
 	$COVERD > "$OUT/$1" 2>&1 &
 	coverd=$!
+	# Idle: nothing waiting, in a status written after its first scan of
+	# the processes (the service writes one before it, with nothing
+	# waiting yet).
 	for ((i = 0; i < 1800; i++)); do
 		sleep 1
-		w=$(sed -n 2p /run/sframe-coverd/status 2> /dev/null | tr ' ' '\n' | sed -n 's/^waiting=//p')
-		[ "$w" = 0 ] && break
+		line=$(sed -n 2p /run/sframe-coverd/status 2> /dev/null | tr ' ' '\n')
+		w=$(echo "$line" | sed -n 's/^waiting=//p')
+		scans=$(echo "$line" | sed -n 's/^process_scans=//p')
+		[ "$w" = 0 ] && [ "${scans:-0}" -ge 1 ] && break
 	done
 	echo "$2 $(awk -v a="$(now)" -v b="$t0" "BEGIN { printf \"%.1f\", a - b }") s after its start" | tee -a "$OUT/memory.txt"
 	head -2 /run/sframe-coverd/status >> "$OUT/memory.txt"
