@@ -4,7 +4,7 @@
 # scripts/dkms-install.sh), run BUILD_DIR/tests/vm/*_vmtest as root and as
 # uid 65534, unload the module and judge the results on the host.
 #
-# Usage: tests/vm/run-vm.sh [--bench] [--run CMD [--no-module]] BUILD_DIR [OUTDIR]
+# Usage: tests/vm/run-vm.sh [--bench] [--run CMD [--no-module [--systemd]]] BUILD_DIR [OUTDIR]
 #
 #   --bench     also run BUILD_DIR/bench/*_vmbench (root), stdout saved in
 #               OUTDIR/results/bench/<name>.txt
@@ -14,6 +14,11 @@
 #               its exit status counts as one test
 #   --no-module with --run: the guest loads no module and the host need not
 #               have one installed (the package test installs its own)
+#   --systemd   with --run and --no-module: the guest's PID 1 becomes systemd
+#               (the root's own, with a target of the rig's: sysinit.target
+#               and the command as a service), as on a user's machine, so
+#               that packages start their services and the services run
+#               under their units' sandboxing
 #
 # Prints per-test results and ends with the machine-readable line
 #   vm: N passed, N failed
@@ -51,11 +56,13 @@ RIG=$(cd "$(dirname "${BASH_SOURCE[0]}")/rig" && pwd)
 bench=${SFRAME_VM_BENCH:-0}
 run_cmd=
 no_module=0
+systemd=0
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	--bench) bench=1; shift ;;
 	--run) run_cmd=${2:?--run needs a command}; shift 2 ;;
 	--no-module) no_module=1; shift ;;
+	--systemd) systemd=1; shift ;;
 	--) shift; break ;;
 	-*) echo "run-vm: unknown option $1" >&2; exit 2 ;;
 	*) break ;;
@@ -103,6 +110,8 @@ if readelf -l "$BUSYBOX" 2>/dev/null | grep -q INTERP; then
 	fail_early "$BUSYBOX is dynamically linked: install busybox-static"
 fi
 [[ $no_module == 0 || -n $run_cmd ]] || fail_early "--no-module needs --run"
+# The rig's unloading and its checks are not done under systemd.
+[[ $systemd == 0 || $no_module == 1 ]] || fail_early "--systemd needs --run and --no-module"
 KO=
 if [[ $no_module == 1 ]]; then
 	:
@@ -218,6 +227,7 @@ done
 	printf 'MODULE=%q\n' "$MODULE"
 	printf 'MODULE_KO=%q\n' "$KO"
 	printf 'NO_MODULE=%q\n' "$no_module"
+	printf 'SYSTEMD=%q\n' "$systemd"
 	printf 'DEVICE=%q\n' "$DEVICE"
 	printf 'TEST_TIMEOUT=%q\n' "$TEST_TIMEOUT"
 	printf 'BENCH_TIMEOUT=%q\n' "$BENCH_TIMEOUT"

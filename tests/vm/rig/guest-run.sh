@@ -356,6 +356,64 @@ run_one() { # PATH MODE
 	[[ -n $stuck ]] || rm -rf "$scratch"
 }
 
+# --systemd: systemd becomes PID 1 (exec'd by this script, as an initramfs
+# hands over to it), with the rig's target as its default unit: what
+# sysinit.target brings up on this root, and the command as a oneshot
+# service whose script ends the run as finish() does.  The mounts made
+# above stay (systemd keeps API file systems it finds mounted).  Units the
+# rig adds or masks live under /run/systemd/system, the guest's only: the
+# first-boot prompt (a root without /etc/machine-id would wait at the
+# console for input) and the gettys.
+if [[ -n $RUN_CMD && ${SYSTEMD:-0} == 1 ]]; then
+	units=/run/systemd/system
+	mkdir -p "$units"
+	for u in systemd-firstboot.service getty.target console-getty.service serial-getty@ttyS0.service; do
+		ln -sf /dev/null "$units/$u"
+	done
+	script=/run/sframe-vm/systemd-run.sh
+	{
+		echo '#!/bin/bash'
+		declare -p PATH R RUN_CMD TEST_TIMEOUT kernel DEVICE BUILD_DIR
+		declare -f say status uptime_s finish
+		cat <<-'EOF'
+		cd /tmp || exit 125
+		say "RUN-CMD $RUN_CMD (a service of systemd $(systemctl --version | head -n 1 | cut -d' ' -f2), PID 1)"
+		env -i PATH="$PATH" HOME=/tmp TMPDIR=/tmp LANG=C.UTF-8 TERM=dumb \
+			SFRAME_VM=1 SFRAME_VM_MODE=root SFRAME_VM_RESULTS="$R" \
+			SFRAME_VM_KVER="$kernel" SFRAME_VM_BUILD_DIR="$BUILD_DIR" \
+			SFRAME_VM_DEVICE="$DEVICE" \
+			timeout -k 10 "$TEST_TIMEOUT" bash -c "$RUN_CMD" > "$R/run.log" 2>&1 < /dev/null
+		rc=$?
+		echo "$rc" > "$R/run.rc"
+		say "RUN-CMD exit $rc"
+		systemctl --no-pager --failed > "$R/systemd-failed.txt" 2>&1
+		finish
+		EOF
+	} > "$script"
+	cat > "$units/sframe-vm-run.service" <<-EOF
+	[Unit]
+	Description=The VM rig's command (run-vm.sh --systemd --run)
+	After=sysinit.target
+	[Service]
+	Type=oneshot
+	ExecStart=/bin/bash $script
+	TimeoutStartSec=infinity
+	StandardOutput=journal+console
+	EOF
+	cat > "$units/sframe-vm.target" <<-EOF
+	[Unit]
+	Description=The VM rig under systemd
+	Requires=sysinit.target sframe-vm-run.service
+	After=sysinit.target
+	AllowIsolate=yes
+	EOF
+	status systemd "$(uptime_s)"
+	say "exec systemd as PID 1 (default unit sframe-vm.target)"
+	exec /lib/systemd/systemd --unit=sframe-vm.target --show-status=no --log-target=kmsg
+	say "exec systemd failed"
+	finish
+fi
+
 if [[ -n $RUN_CMD ]]; then
 	run_cmd() {
 		cd /tmp || exit 125
