@@ -22,12 +22,10 @@
 #               a kernel the module does not support, faked with the running
 #               kernel's headers, is refused with dkms.conf's message and the
 #               installation goes on
-#   coverd      sframe-tools with no systemd running (this guest's PID 1 is
-#               not systemd): its postinst succeeded (the package is
-#               installed), the unit sframe-coverd.service and the daemon
+#   coverd      sframe-tools installed: its postinst succeeded (the package
+#               is installed), the unit sframe-coverd.service and the daemon
 #               are installed (the man page is in the package) and the unit
-#               enabled (the symlink deb-systemd-helper makes without
-#               systemd), dpkg has
+#               enabled (the symlink deb-systemd-helper makes), dpkg has
 #               its file triggers on /lib and /usr/lib, and
 #               `systemd-analyze verify` finds nothing to say of the unit
 #               (when the guest has systemd-analyze)
@@ -37,6 +35,12 @@
 #               (no nmi_test_owner parameter: module/Kbuild builds it only
 #               with SFRAME_TEST_HOOKS=y, which the rig alone sets)
 #   udev        udevd applies the package's rule: group sframe, mode 0660
+#   coverd-service  with systemd as PID 1 (run.sh boots the guest so, as a
+#               user's machine runs): the packages started the service, and
+#               under its unit's sandbox it works: it supplies sections to
+#               the module's file store, sees new mappings, answers
+#               `systemctl reload`, and `systemctl stop` ends it cleanly
+#               (inactive, not failed); without systemd: SKIP
 #   build-c, build-cxx
 #               the downstream examples built from the installed files only:
 #               pkg-config for the C program, find_package for the C++ one
@@ -51,8 +55,8 @@
 #               libc6-dbg, counts)
 #   trigger     a package changing a file under /usr/lib (libsframe-client0
 #               installed again) makes dpkg run sframe-tools's `postinst
-#               triggered`, which without systemd runs `sframe-coverd --once
-#               --cache-only`: SFrame made for the libraries of the linker's
+#               triggered`: with the service running, `systemctl reload` (it
+#               scans again); without, `sframe-coverd --once --cache-only`: SFrame made for the libraries of the linker's
 #               paths into /var/cache/sframe-unwind, and the trigger processed
 #               without failing.  Only with the argument "upgrade" (the long
 #               run): it makes SFrame for every library, minutes under
@@ -100,6 +104,13 @@ rm -rf /var/lib/dkms/sframe-unwind /usr/src/sframe-unwind-*
 for d in /lib/modules/*/updates /lib/modules/*/extra; do
 	[[ -d $d ]] && find "$d" -name 'sframe_unwind.ko*' -delete
 done
+# A policy-rc.d of the host's (Docker's, exit 101: "start no service") is
+# not the guest's: under systemd this guest boots as a machine, where
+# packages start their services.  Removed from the overlay, and said.
+if [[ -d /run/systemd/system && -e /usr/sbin/policy-rc.d ]]; then
+	echo "  | the host's /usr/sbin/policy-rc.d removed (it forbids every service start)"
+	rm -f /usr/sbin/policy-rc.d
+fi
 # No man-db index rebuild at each install and removal (man-db's trigger,
 # some two minutes each under emulation; no step reads the index).  This
 # is the guest's overlay, as every change here.
@@ -169,7 +180,11 @@ rm -rf "/lib/modules/$FAKE_KVER"
 # and its failure to start it would have failed the installation.
 step coverd
 UNIT=/lib/systemd/system/sframe-coverd.service
-[[ -d /run/systemd/system ]] && echo "  | note: systemd runs in this guest; the test expects it not to"
+if [[ -d /run/systemd/system ]]; then
+	echo "  | systemd runs in this guest (PID 1: $(cat /proc/1/comm))"
+else
+	echo "  | no systemd in this guest (PID 1: $(cat /proc/1/comm))"
+fi
 problems=()
 status=$(dpkg-query -W -f='${db:Status-Abbrev}' sframe-tools 2>/dev/null)
 [[ $status == "ii " ]] || problems+=("sframe-tools is '$status', not installed (ii): its postinst failed?")
@@ -260,6 +275,68 @@ else
 	fail udev "/dev/sframe_unwind is '$perm', expected 'sframe 660'"
 fi
 
+# ---- coverd-service -------------------------------------------------------------
+# The field of the status file's second line ("# pid=N ... covered=N ...").
+coverd_field() { # NAME
+	sed -n 2p /run/sframe-coverd/status 2>/dev/null | tr ' ' '\n' | sed -n "s/^$1=//p"
+}
+# Waits up to $2 seconds for the shell condition $1; its status.
+wait_for() { # CONDITION SECONDS
+	local i
+	for ((i = 0; i < $2; i++)); do
+		eval "$1" && return 0
+		sleep 1
+	done
+	eval "$1"
+}
+step coverd-service
+if [[ ! -d /run/systemd/system ]]; then
+	skip coverd-service "systemd does not run in this guest"
+else
+	problems=()
+	if ! wait_for 'systemctl --quiet is-active sframe-coverd.service' 30; then
+		problems+=("not active after the installation: $(systemctl is-active sframe-coverd.service)")
+		# What started (or refused to) from the installation on.
+		grep -i 'coverd' "$W/install.log" | sed 's/^/  | install: /'
+		systemctl start sframe-coverd.service ||
+			problems+=("systemctl start sframe-coverd failed")
+	fi
+	if systemctl --quiet is-active sframe-coverd.service; then
+		pid=$(systemctl show -P MainPID sframe-coverd.service)
+		# Under the unit's sandbox: the store gets sections (FILE_SUPPLY,
+		# /proc/PID/map_files), and a program run now is reported (perf).
+		wait_for '[[ $(coverd_field pid) == "$pid" && ${pid:-0} != 0 ]]' 60 ||
+			problems+=("no status file of pid $pid in /run/sframe-coverd")
+		wait_for '[[ $(coverd_field covered) -gt 0 ]]' 300 ||
+			problems+=("nothing covered in 300 s: covered=$(coverd_field covered) failed=$(coverd_field failed)")
+		records=$(coverd_field mmap_records)
+		xz --version > /dev/null
+		wait_for '[[ $(coverd_field mmap_records) -gt ${records:-0} ]]' 60 ||
+			problems+=("a new program's mappings were not reported (mmap_records ${records:-?})")
+		entries=$(sframe-client stats 2>/dev/null | sed -n 's/^ *file_entries *:\{0,1\} *//p' | head -n 1)
+		echo "  | status: $(sed -n 2p /run/sframe-coverd/status 2>/dev/null)"
+		echo "  | the module's file store: ${entries:-?} entries"
+		scans=$(coverd_field process_scans)
+		systemctl reload sframe-coverd.service ||
+			problems+=("systemctl reload failed")
+		wait_for '[[ $(coverd_field process_scans) -gt ${scans:-0} ]]' 120 ||
+			problems+=("reload did not scan again (process_scans ${scans:-?})")
+		systemctl stop sframe-coverd.service
+		state=$(systemctl show -P ActiveState sframe-coverd.service)
+		result=$(systemctl show -P Result sframe-coverd.service)
+		[[ $state == inactive && $result == success ]] ||
+			problems+=("after systemctl stop: $state, result $result")
+	fi
+	journalctl --no-pager -b -u sframe-coverd.service 2>/dev/null | tail -n 15 | sed 's/^/  | /'
+	if [[ ${#problems[@]} -eq 0 ]]; then
+		pass coverd-service
+	else
+		fail coverd-service "$(IFS=';'; echo "${problems[*]}")"
+	fi
+	# Running again for the steps below, as on a user's machine.
+	systemctl start sframe-coverd.service
+fi
+
 # ---- users ----------------------------------------------------------------------
 useradd -m -s /bin/bash -G sframe sfmember 2>/dev/null
 useradd -m -s /bin/bash sfother 2>/dev/null
@@ -347,6 +424,10 @@ if [[ $UPGRADE != upgrade ]]; then
 	skip trigger "SFrame for every library of the linker's paths runs with KERNELS=all only"
 else
 	before=$(find /var/cache/sframe-unwind -maxdepth 1 -type f 2>/dev/null | wc -l)
+	# With the service running, the trigger asks it to scan again instead.
+	service=no
+	[[ -d /run/systemd/system ]] && systemctl --quiet is-active sframe-coverd.service && service=yes
+	scans=$(coverd_field process_scans)
 	lib=$(ls "$W/debs/libsframe-client0_"*.deb | head -n 1)
 	# dpkg -i of a package already installed: it is unpacked again, its
 	# /usr/lib/... files activate sframe-tools's trigger, processed at the
@@ -361,6 +442,12 @@ else
 		fail trigger "dpkg -i exited $rc"
 	elif [[ $status != "ii " ]]; then
 		fail trigger "sframe-tools is '$status' after its trigger, not installed (ii)"
+	elif [[ $service == yes ]]; then
+		if wait_for '[[ $(coverd_field process_scans) -gt ${scans:-0} ]]' 120; then
+			pass trigger
+		else
+			fail trigger "the running service did not scan again (process_scans ${scans:-?})"
+		fi
 	elif ! grep -q '^sframe-coverd: cache /var/cache/sframe-unwind: ' "$W/trigger.log"; then
 		fail trigger "the trigger did not run sframe-coverd --once --cache-only (no summary line)"
 	elif grep -q 'sframe-tools: ' "$W/trigger.log"; then

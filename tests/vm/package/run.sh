@@ -35,6 +35,8 @@ else
 	export SFRAME_VM_TEST_TIMEOUT=${SFRAME_VM_TEST_TIMEOUT:-1800}
 	export SFRAME_VM_TIMEOUT=${SFRAME_VM_TIMEOUT:-2100}
 fi
-exec "$ROOT/tests/vm/run-vm.sh" --no-module \
+# systemd is the guest's PID 1 (run-vm.sh --systemd), as on a user's machine:
+# the packages start their service, which runs under its unit.
+exec "$ROOT/tests/vm/run-vm.sh" --no-module --systemd \
 	--run "bash $(printf '%q' "$HERE/guest.sh") $(printf '%q' "$DEB_DIR") $(printf '%q' "$ROOT")${SFRAME_PKG_UPGRADE:+ upgrade}" \
 	"$BUILD_DIR" "$OUTDIR"
