@@ -44,6 +44,7 @@
  * where the caller is atomic.
  */
 #include <linux/irq_work.h>
+#include <linux/mutex.h>
 #include <linux/percpu.h>
 #include <linux/rcupdate.h>
 #include <linux/sched.h>
@@ -124,11 +125,19 @@ static void sframe_requests_idle_wake(struct irq_work *work)
 static struct irq_work sframe_requests_idle_work =
 	IRQ_WORK_INIT(sframe_requests_idle_wake);
 
+/*
+ * The two consumers (the sessions, perf's callchains) prepare the pools
+ * and set their walks apart, each under its own lock: this one orders
+ * them.  Process context.
+ */
+static DEFINE_MUTEX(sframe_requests_lock);
+
 void sframe_unwind_deferred_set_walk(struct sframe_unwind_work *work,
 				     u32 max_frames, u32 methods)
 {
 	u32 i, max_all = 0, methods_all = 0;
 
+	mutex_lock(&sframe_requests_lock);
 	WRITE_ONCE(work->walk, (u64)max_frames << 32 | methods);
 	for (i = 0; i < SFRAME_UNWIND_MAX_WORKS; i++) {
 		u64 w;
@@ -140,6 +149,7 @@ void sframe_unwind_deferred_set_walk(struct sframe_unwind_work *work,
 		methods_all |= (u32)w;
 	}
 	WRITE_ONCE(sframe_walk_params, (u64)max_all << 32 | methods_all);
+	mutex_unlock(&sframe_requests_lock);
 }
 
 u64 sframe_unwind_new_cookie(void)
@@ -453,7 +463,7 @@ int sframe_unwind_deferred_request(struct sframe_unwind_work *work,
 	return 0;
 }
 
-int sframe_unwind_deferred_prepare(void)
+static int sframe_unwind_deferred_prepare_locked(void)
 {
 	unsigned int cpu, i, n;
 
@@ -482,6 +492,16 @@ int sframe_unwind_deferred_prepare(void)
 	sframe_nr_requests = n;
 	smp_store_release(&sframe_requests_ready, true);
 	return 0;
+}
+
+int sframe_unwind_deferred_prepare(void)
+{
+	int ret;
+
+	mutex_lock(&sframe_requests_lock);
+	ret = sframe_unwind_deferred_prepare_locked();
+	mutex_unlock(&sframe_requests_lock);
+	return ret;
 }
 
 int sframe_unwind_deferred_init(struct sframe_unwind_work *work,

@@ -5,6 +5,7 @@
  * This file only ties the parts together: the registry of sections
  * (registry.c), the unwinder (unwind.c, sframe_decode.c, row_cache.c), the
  * perf sample hook (perf_hook.c), the sessions' samples (sample.c),
+ * perf's own user callchains (perf_callchain.c),
  * deferred unwinding (deferred.c), the readers (session.c) and their buffers
  * (session_ring.c), the character device that
  * exposes them (device.c), discovery of sections in mapped files
@@ -19,6 +20,7 @@
 #include "inherit.h"
 #include "ksyms.h"
 #include "nmi_test.h"
+#include "perf_callchain.h"
 #include "quota.h"
 #include "registry.h"
 #include "session.h"
@@ -54,12 +56,17 @@ static int __init sframe_unwind_init(void)
 	ret = sframe_inherit_init();
 	if (ret)
 		goto fail_inherit;
+	ret = sframe_callchain_init();
+	if (ret)
+		goto fail_callchain;
 	ret = sframe_device_init();
 	if (ret)
 		goto fail_device;
 	return 0;
 
 fail_device:
+	sframe_callchain_exit();
+fail_callchain:
 	sframe_inherit_exit();
 fail_inherit:
 	sframe_nmi_test_exit();
@@ -83,6 +90,7 @@ static void __exit sframe_unwind_exit(void)
 	 * on tasks.
 	 */
 	sframe_device_exit();
+	sframe_callchain_exit();
 	sframe_inherit_exit();
 	sframe_nmi_test_exit();
 	sframe_sessions_exit();

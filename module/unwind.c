@@ -221,7 +221,10 @@ static bool sframe_find_range(struct sframe_user_unwind *uw, unsigned long pc)
 	if (!sframe_discovery_enabled())
 		return false;
 	if (!uw->can_sleep) {
-		uw->retry_in_task = true;
+		if (uw->flags & SFRAME_UNWIND_F_HERE)
+			uw->undiscovered = true;
+		else
+			uw->retry_in_task = true;
 		return false;
 	}
 	if (sframe_discover(pc))
@@ -569,6 +572,7 @@ void sframe_unwind_start(struct sframe_user_unwind *uw,
 	uw->caller_of_topmost = false;
 	uw->flags = flags;
 	uw->retry_in_task = false;
+	uw->undiscovered = false;
 	uw->have_range = false;
 	uw->stack_known = false;
 	uw->nr_signal = 0;
@@ -841,6 +845,19 @@ bool sframe_unwind_next(struct sframe_user_unwind *uw)
 	if (sframe_unwind_cached(uw))
 		return sframe_unwind_next_cached(uw);
 	return sframe_unwind_next_missed(uw);
+}
+
+bool sframe_unwind_continue_fp(struct sframe_user_unwind *uw)
+{
+	/*
+	 * A budget stop leaves the frame as it was: the lookup that ran
+	 * out stopped before the step (sframe_lookup_row()).
+	 */
+	if (uw->stop != SFRAME_STOP_BUDGET)
+		return false;
+	uw->stop = 0;
+	uw->flags &= ~SFRAME_UNWIND_F_SFRAME;
+	return true;
 }
 
 /*

@@ -20,6 +20,15 @@
 #define SFRAME_STOP_RETRY_IN_TASK 0x100
 
 /*
+ * Module-internal walk flag, with SFRAME_UNWIND_F_*: the walk must end
+ * where it runs (perf's own callchain, perf_callchain.c), so a mapping
+ * discovery has not looked at yet is stepped as uncovered (frame
+ * pointers) rather than stopping with SFRAME_STOP_RETRY_IN_TASK, and
+ * uw->undiscovered says that it met one.
+ */
+#define SFRAME_UNWIND_F_HERE 0x100
+
+/*
  * Budgets of decoding work per walk, in the units of sframe_decode.h
  * (one per FDE-table read, one per FRE read; cached rows are free).
  * sframe_unwind_start() gives a walk in a task SFRAME_WALK_BUDGET (uapi:
@@ -54,6 +63,7 @@ struct sframe_user_unwind {
 	u32 gen;
 	bool can_sleep;             /* discovery allowed (task, faults on) */
 	bool retry_in_task;         /* stopped: discovery needs the task */
+	bool undiscovered;          /* F_HERE: met a mapping not looked at */
 	struct sframe_range range;  /* the section used last, if have_range */
 	bool have_range;
 	/*
@@ -94,6 +104,14 @@ void sframe_unwind_start(struct sframe_user_unwind *uw,
  * ends even on a corrupt or hostile stack.
  */
 bool sframe_unwind_next(struct sframe_user_unwind *uw);
+
+/*
+ * A walk stopped by its decoding budget (SFRAME_STOP_BUDGET) goes on by
+ * frame pointers alone, from the frame it stopped at: what it found so far
+ * stands, and no row is read any more.  Returns false, changing nothing,
+ * for any other stop.
+ */
+bool sframe_unwind_continue_fp(struct sframe_user_unwind *uw);
 
 /*
  * Step while n < max, storing each caller's PC at frames[n++]: the same

@@ -147,6 +147,27 @@ static inline unsigned long sframe_function_entry(unsigned long kprobe_addr)
 #else
 #define sframe_ftrace_args(fregs) (&(fregs)->regs)
 #endif
+/*
+ * A handler's new instruction pointer for the traced function (an
+ * FTRACE_OPS_FL_IPMODIFY ops, as livepatch): the setter was renamed with
+ * the opaque ftrace_regs in 6.12.  Both are macros of asm/ftrace.h.
+ */
+#ifdef ftrace_regs_set_instruction_pointer
+#define sframe_ftrace_set_ip(fregs, ip) ftrace_regs_set_instruction_pointer(fregs, ip)
+#else
+#define sframe_ftrace_set_ip(fregs, ip) ftrace_instruction_pointer_set(fregs, ip)
+#endif
+
+/*
+ * Threads of a user process that never return to user space (io_uring's
+ * workers; 6.4 added vhost's and named them all user workers).
+ */
+#ifdef PF_USER_WORKER
+#define SFRAME_PF_USER_WORKER PF_USER_WORKER
+#else
+#define SFRAME_PF_USER_WORKER PF_IO_WORKER
+#endif
+
 /* perf_prepare_sample()'s arguments: 6.3 dropped the header. */
 #ifdef SFRAME_PREPARE_SAMPLE_WITHOUT_HEADER
 /* (data, event, regs) */
