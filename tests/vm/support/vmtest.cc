@@ -387,4 +387,12 @@ ShellResult RunShell(const std::string& cmd) {
   return r;
 }
 
+std::string TaskStates(pid_t pid) {
+  const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  return RunShell("for t in " + dir +
+                  "/*; do echo \"${t##*/} $(sed 's/.*) //; s/ .*//' $t/stat)"
+                  " $(cat $t/wchan)\"; cat $t/stack 2> /dev/null | head -20; done")
+      .output;
+}
+
 }  // namespace vmtest

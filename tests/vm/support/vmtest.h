@@ -18,6 +18,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -191,6 +193,11 @@ struct ShellResult {
   std::string output;
 };
 ShellResult RunShell(const std::string& cmd);
+
+// Each thread of process pid: its tid, state and wait channel, and its
+// kernel stack where the reader may see it (root).  For the message of a
+// test that saw a workload stall: where its threads were.
+std::string TaskStates(pid_t pid);
 
 // Path of a file of the build tree (a tool, the audit library) given by its
 // path relative to this program's directory (CMake computes it, see
