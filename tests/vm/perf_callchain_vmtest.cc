@@ -22,6 +22,10 @@
 
 #include "vmtest.h"
 
+#ifndef SFRAME_CLIENT_TOOL_REL
+#error "SFRAME_CLIENT_TOOL_REL (sframe-client, relative to this program's directory) must be defined"
+#endif
+
 namespace {
 
 bool IsRoot() { return geteuid() == 0; }
@@ -207,6 +211,43 @@ TEST_F(PerfCallchainTest, SwitchedOnAndOffUnderPerfRecordA) {
   ShellResult r = RunShell("bash " + script);
   EXPECT_EQ(r.status, 0) << r.output;
   RecordProperty("output", r.output);
+  EXPECT_EQ(ReadFile(kParam), "N\n");
+  EXPECT_FALSE(Hooked());
+}
+
+// `sframe-client perf on|off|status`: the switch as a user would turn it.
+// Root switches it and status says so, with ftrace's own list agreeing;
+// anyone may read the status; a user's switch is refused by name and
+// changes nothing.
+TEST_F(PerfCallchainTest, SframeClientPerfSwitchesItForRootOnly) {
+  const std::string tool = vmtest::BuildTreeFile(SFRAME_CLIENT_TOOL_REL);
+  ShellResult st = RunShell(tool + " perf status");
+  ASSERT_EQ(st.status, 0) << st.output;
+  EXPECT_NE(st.output.find("perf_callchain: off"), std::string::npos) << st.output;
+  EXPECT_NE(st.output.find("options sframe_unwind perf_callchain=1"), std::string::npos)
+      << st.output;
+  ShellResult bad = RunShell(tool + " perf maybe");
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  if (!IsRoot()) {
+    EXPECT_NE(st.output.find("replaced by the module: unknown"), std::string::npos) << st.output;
+    ShellResult on = RunShell(tool + " perf on");
+    EXPECT_EQ(on.status, 1) << on.output;
+    EXPECT_NE(on.output.find("only root may switch it (EACCES)"), std::string::npos)
+        << on.output;
+    EXPECT_EQ(ReadFile(kParam), "N\n");
+    return;
+  }
+  EXPECT_NE(st.output.find("replaced by the module: no"), std::string::npos) << st.output;
+  ShellResult on = RunShell(tool + " perf on");
+  EXPECT_EQ(on.status, 0) << on.output;
+  EXPECT_EQ(ReadFile(kParam), "Y\n");
+  EXPECT_TRUE(Hooked());
+  st = RunShell(tool + " perf status");
+  EXPECT_EQ(st.status, 0) << st.output;
+  EXPECT_NE(st.output.find("perf_callchain: on"), std::string::npos) << st.output;
+  EXPECT_NE(st.output.find("replaced by the module: yes"), std::string::npos) << st.output;
+  ShellResult off = RunShell(tool + " perf off");
+  EXPECT_EQ(off.status, 0) << off.output;
   EXPECT_EQ(ReadFile(kParam), "N\n");
   EXPECT_FALSE(Hooked());
 }

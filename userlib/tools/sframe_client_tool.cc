@@ -37,6 +37,11 @@
 //                                 files not covered and why; with PID,
 //                                 each file the process maps executable and
 //                                 what covers it (or why nothing does)
+//   sframe-client perf on|off|status
+//                                 stock perf's user callchains (perf
+//                                 record -g, BPF's user stacks) walked
+//                                 with SFrame by the module, or not (the
+//                                 perf_callchain parameter; perf_switch.cc)
 //   sframe-client flamegraph [-t TITLE] [FOLDED_FILE] > out.svg
 //                                 an interactive SVG flame graph of folded
 //                                 stacks ("a;b;c COUNT" lines, stdin if no
@@ -73,6 +78,7 @@
 #endif
 
 int cmd_record(int argc, char** argv);  // record.cc
+int cmd_perf(int argc, char** argv);    // perf_switch.cc
 #ifdef SFRAME_CLIENT_HAVE_DECODER
 int cmd_dump(int argc, char** argv);  // dump.cc
 #endif
@@ -91,6 +97,7 @@ int usage(FILE* out) {
                "       sframe-client file-remove FILE|ID...\n"
                "       sframe-client files\n"
                "       sframe-client flamegraph [-t TITLE] [FOLDED_FILE] > out.svg\n"
+               "       sframe-client perf on|off|status\n"
 #ifdef SFRAME_CLIENT_HAVE_DECODER
                "       sframe-client sections [--fdes] FILE\n"
                "       sframe-client dump FILE\n"
@@ -585,6 +592,7 @@ int main(int argc, char** argv) {
     if (cmd == "files") return cmd_files(argc - 2, argv + 2);
     if (cmd == "coverage") return cmd_coverage(argc - 2, argv + 2);
     if (cmd == "flamegraph") return cmd_flamegraph(argc - 2, argv + 2);
+    if (cmd == "perf") return cmd_perf(argc - 2, argv + 2);
 #ifdef SFRAME_CLIENT_HAVE_DECODER
     if (cmd == "sections") return cmd_sections(argc - 2, argv + 2);
     if (cmd == "dump") return cmd_dump(argc - 2, argv + 2);
