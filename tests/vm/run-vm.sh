@@ -33,6 +33,8 @@
 #   SFRAME_VM_BENCH_TIMEOUT per benchmark, seconds (default 300)
 #   SFRAME_VM_GTEST_ARGS    extra arguments for every test binary
 #                           (e.g. --gtest_filter=Foo.*)
+#   SFRAME_VM_FUZZ_CALLS    ioctl calls per mode of fuzz_vmtest (its
+#                           SFRAME_FUZZ_CALLS; default: the test's million)
 #   SFRAME_VM_TESTS         space-separated list of test binaries to run
 #                           instead of BUILD_DIR/tests/vm/*_vmtest
 #   SFRAME_VM_MODULE        module to load (default sframe_unwind)
@@ -232,6 +234,7 @@ done
 	printf 'TEST_TIMEOUT=%q\n' "$TEST_TIMEOUT"
 	printf 'BENCH_TIMEOUT=%q\n' "$BENCH_TIMEOUT"
 	printf 'GTEST_ARGS=%q\n' "${SFRAME_VM_GTEST_ARGS:-}"
+	printf 'FUZZ_CALLS=%q\n' "${SFRAME_VM_FUZZ_CALLS:-}"
 	printf 'USER_UID=65534\nUSER_GID=65534\n'
 	printf 'RUN_CMD=%q\n' "$run_cmd"
 	printf 'TESTS=('; [[ ${#tests[@]} -gt 0 ]] && printf ' %q' "${tests[@]}"; printf ' )\n'
