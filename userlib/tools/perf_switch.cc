@@ -13,10 +13,10 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include "sframe_client/error.h"
+#include "sframe_client/fd.h"
 
 namespace {
 
@@ -56,24 +56,21 @@ std::string why(int err, bool writing) {
 
 // The parameter's value: 1 on, 0 off, -errno when it cannot be read.
 int read_switch() {
-  const int fd = open(kParam, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -errno;
+  const sframe::UniqueFd fd(open(kParam, O_RDONLY | O_CLOEXEC));
+  if (!fd) return -errno;
   char c = 0;
-  const ssize_t n = read(fd, &c, 1);
-  const int err = errno;
-  close(fd);
-  if (n != 1) return n < 0 ? -err : -EIO;
+  const ssize_t n = read(fd.get(), &c, 1);
+  if (n != 1) return n < 0 ? -errno : -EIO;
   return c == 'Y' ? 1 : 0;
 }
 
+// 0, or -errno: the kernel's refusal of the write comes back from write(2).
 int write_switch(bool on) {
-  const int fd = open(kParam, O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return -errno;
+  const sframe::UniqueFd fd(open(kParam, O_WRONLY | O_CLOEXEC));
+  if (!fd) return -errno;
   const char v = on ? 'Y' : 'N';
-  const ssize_t n = write(fd, &v, 1);
-  const int err = errno;
-  close(fd);
-  if (n != 1) return n < 0 ? -err : -EIO;
+  const ssize_t n = write(fd.get(), &v, 1);
+  if (n != 1) return n < 0 ? -errno : -EIO;
   return 0;
 }
 
