@@ -10,6 +10,12 @@
 // interrupt (TCG has no PMU), where perf_callchain_user() runs.
 // Root only: the parameter is root's, and perf is root's in the VM
 // (perf_event_paranoid 3).
+//
+// make check boots this program apart, with single-threaded TCG: under
+// Debian 12's qemu 7.2 with multi-threaded TCG, ftrace's rewriting of
+// perf_callchain_user()'s first bytes while another vCPU samples oopses
+// 7.3's guest on an int3 nobody claims, stock ftrace's function tracer
+// alike with no module loaded (tests/vm/rig/mttcg-ftrace-int3.sh).
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -177,7 +183,8 @@ TEST_F(PerfCallchainTest, PerfRecordGReachesMainOnlyWithTheParameterOn) {
 // perf's data stays whole.  Each switch off waits for RCU-tasks (about
 // 0.35 s under emulation): 50 here, and as many as
 // SFRAME_PERF_CALLCHAIN_SWITCHES says in a run of its own (the issue's
-// 1,000).
+// 1,000: SFRAME_VM_TEST_ENV=SFRAME_PERF_CALLCHAIN_SWITCHES=1000 with
+// run-vm.sh).
 int Switches() {
   const char* env = std::getenv("SFRAME_PERF_CALLCHAIN_SWITCHES");
   const int n = env ? std::atoi(env) : 0;

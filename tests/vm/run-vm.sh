@@ -35,6 +35,11 @@
 #                           (e.g. --gtest_filter=Foo.*)
 #   SFRAME_VM_FUZZ_CALLS    ioctl calls per mode of fuzz_vmtest (its
 #                           SFRAME_FUZZ_CALLS; default: the test's million)
+#   SFRAME_VM_TEST_ENV      NAME=value words added to every test binary's
+#                           environment (e.g. SFRAME_PERF_CALLCHAIN_SWITCHES=1000)
+#   SFRAME_VM_TCG_THREAD    single|multi: qemu's TCG threads (default: qemu's,
+#                           multi); run-tests.sh boots perf_callchain_vmtest
+#                           with single (rig/mttcg-ftrace-int3.sh says why)
 #   SFRAME_VM_TESTS         space-separated list of test binaries to run
 #                           instead of BUILD_DIR/tests/vm/*_vmtest
 #   SFRAME_VM_MODULE        module to load (default sframe_unwind)
@@ -235,6 +240,7 @@ done
 	printf 'BENCH_TIMEOUT=%q\n' "$BENCH_TIMEOUT"
 	printf 'GTEST_ARGS=%q\n' "${SFRAME_VM_GTEST_ARGS:-}"
 	printf 'FUZZ_CALLS=%q\n' "${SFRAME_VM_FUZZ_CALLS:-}"
+	printf 'TEST_ENV=%q\n' "${SFRAME_VM_TEST_ENV:-}"
 	printf 'USER_UID=65534\nUSER_GID=65534\n'
 	printf 'RUN_CMD=%q\n' "$run_cmd"
 	printf 'TESTS=('; [[ ${#tests[@]} -gt 0 ]] && printf ' %q' "${tests[@]}"; printf ' )\n'
@@ -276,7 +282,7 @@ rig_choose_accel "$KVER" "$KERNEL" "$BUSYBOX" "$OUTDIR/accel-probe.log" ||
 # shellcheck disable=SC2054  # commas inside -cpu
 case $RIG_ACCEL_CHOICE in
 kvm) accel=(-enable-kvm -cpu host) ;;
-*) accel=(-accel tcg -cpu max,-cx16) ;;
+*) accel=(-accel "tcg${SFRAME_VM_TCG_THREAD:+,thread=$SFRAME_VM_TCG_THREAD}" -cpu max,-cx16) ;;
 esac
 if [[ ${SFRAME_VM_ICOUNT:-0} == 1 ]]; then
 	[[ ${accel[0]} == -accel && ${SFRAME_VM_SMP:-2} == 1 ]] ||
