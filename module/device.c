@@ -27,6 +27,7 @@
 
 #include "device.h"
 #include "file_store.h"
+#include "perf_callchain.h"
 #include "ksyms.h"
 #include "quota.h"
 #include "uarg.h"
@@ -456,6 +457,7 @@ static long sframe_ioctl_get_stats(void __user *uarg)
 	sframe_user_put(user);
 	st.user_supplied_limit = sframe_supply_user_limit();
 	sframe_files_stats(&st);
+	sframe_callchain_stats(&st);
 	if (copy_to_user(uarg, &st, min_t(size_t, usize, sizeof(st))))
 		return -EFAULT;
 	return 0;

@@ -52,6 +52,7 @@
 #include "compat.h"
 #include "deferred.h"
 #include "perf_callchain.h"
+#include "sframe_unwind.h"
 #include "unwind.h"
 
 #define SFRAME_CC_SYMBOL "perf_callchain_user"
@@ -83,6 +84,23 @@ static bool sframe_cc_filtered;    /* the ops' filter set; under the lock */
 static bool sframe_cc_on;          /* what the handler reads */
 static struct sframe_cc_scratch __percpu *sframe_cc_scratch;
 
+/*
+ * What the hook did, per CPU: it runs in every context up to NMI, where
+ * this_cpu_inc() (one instruction on x86) is safe and a shared atomic
+ * would bounce between CPUs at every sample.  Summed for
+ * SFRAME_IOC_GET_STATS (struct sframe_stats's callchain_*).
+ */
+struct sframe_cc_counters {
+	u64 served;
+	u64 declined;
+	u64 frames;
+	u64 fp_continued;
+	u64 truncated;
+	u64 discoveries;
+	u64 discoveries_dropped;
+};
+static DEFINE_PER_CPU(struct sframe_cc_counters, sframe_cc_counters);
+
 static struct sframe_unwind_work sframe_cc_work;
 static struct sframe_unwind_item sframe_cc_items[SFRAME_CC_DISCOVERIES];
 static DECLARE_BITMAP(sframe_cc_items_used, SFRAME_CC_DISCOVERIES);
@@ -111,16 +129,22 @@ static void sframe_cc_ask_discovery(void)
 		i = find_first_zero_bit(sframe_cc_items_used,
 					SFRAME_CC_DISCOVERIES);
 		if (i >= SFRAME_CC_DISCOVERIES)
-			return;
+			goto dropped;
 		if (!test_and_set_bit(i, sframe_cc_items_used))
 			break;
 	}
 	if (tries == 4)
-		return;
+		goto dropped;
 	item = &sframe_cc_items[i];
 	item->time = ktime_get_mono_fast_ns();
-	if (sframe_unwind_deferred_request(&sframe_cc_work, item))
+	if (sframe_unwind_deferred_request(&sframe_cc_work, item)) {
 		clear_bit(i, sframe_cc_items_used);
+		goto dropped;
+	}
+	this_cpu_inc(sframe_cc_counters.discoveries);
+	return;
+dropped:
+	this_cpu_inc(sframe_cc_counters.discoveries_dropped);
 }
 
 /*
@@ -133,9 +157,13 @@ static void notrace sframe_perf_callchain_user(struct perf_callchain_entry_ctx *
 					       struct pt_regs *regs)
 {
 	struct sframe_user_unwind *uw;
+	u64 frames = 0;
 
-	if (perf_callchain_store(entry, regs->ip))
+	this_cpu_inc(sframe_cc_counters.served);
+	if (perf_callchain_store(entry, regs->ip)) {
+		this_cpu_inc(sframe_cc_counters.truncated);
 		return;
+	}
 	uw = &this_cpu_ptr(sframe_cc_scratch)->uw[interrupt_context_level()];
 	pagefault_disable();
 	sframe_unwind_start(uw, regs,
@@ -143,14 +171,19 @@ static void notrace sframe_perf_callchain_user(struct perf_callchain_entry_ctx *
 	/* Twice at most: sframe_unwind_continue_fp() clears SFrame. */
 	for (;;) {
 		while (sframe_unwind_next(uw)) {
-			if (perf_callchain_store(entry, uw->ip))
+			if (perf_callchain_store(entry, uw->ip)) {
+				this_cpu_inc(sframe_cc_counters.truncated);
 				goto full;
+			}
+			frames++;
 		}
 		if (!sframe_unwind_continue_fp(uw))
 			break;
+		this_cpu_inc(sframe_cc_counters.fp_continued);
 	}
 full:
 	pagefault_enable();
+	this_cpu_add(sframe_cc_counters.frames, frames);
 	sframe_unwind_account(uw);
 	if (uw->undiscovered)
 		sframe_cc_ask_discovery();
@@ -188,12 +221,17 @@ static void notrace sframe_cc_ftrace(unsigned long ip, unsigned long parent_ip,
 	struct pt_regs *args = sframe_ftrace_args(fregs);
 	int bit = ftrace_test_recursion_trylock(ip, parent_ip);
 
-	if (bit < 0)
+	if (bit < 0) {
+		this_cpu_inc(sframe_cc_counters.declined);
 		return;
-	if (READ_ONCE(sframe_cc_on) && !within_module(parent_ip, THIS_MODULE) &&
-	    sframe_cc_serves((struct pt_regs *)args->si))
-		sframe_ftrace_set_ip(fregs,
-				     (unsigned long)sframe_perf_callchain_user);
+	}
+	if (READ_ONCE(sframe_cc_on) && !within_module(parent_ip, THIS_MODULE)) {
+		if (sframe_cc_serves((struct pt_regs *)args->si))
+			sframe_ftrace_set_ip(fregs,
+					     (unsigned long)sframe_perf_callchain_user);
+		else
+			this_cpu_inc(sframe_cc_counters.declined);
+	}
 	ftrace_test_recursion_unlock(bit);
 }
 
@@ -294,6 +332,26 @@ static const struct kernel_param_ops sframe_cc_param_ops = {
 module_param_cb(perf_callchain, &sframe_cc_param_ops, NULL, 0644);
 MODULE_PARM_DESC(perf_callchain,
 		 "perf's own user callchains (perf record -g, BPF's stacks) walked with SFrame (default: off)");
+
+void sframe_callchain_stats(struct sframe_stats *st)
+{
+	unsigned int cpu;
+
+	for_each_possible_cpu(cpu) {
+		const struct sframe_cc_counters *c =
+			per_cpu_ptr(&sframe_cc_counters, cpu);
+
+		/* Each a u64 one instruction writes: no torn read on 64-bit. */
+		st->callchain_served += READ_ONCE(c->served);
+		st->callchain_declined += READ_ONCE(c->declined);
+		st->callchain_frames += READ_ONCE(c->frames);
+		st->callchain_fp_continued += READ_ONCE(c->fp_continued);
+		st->callchain_truncated += READ_ONCE(c->truncated);
+		st->callchain_discoveries += READ_ONCE(c->discoveries);
+		st->callchain_discoveries_dropped +=
+			READ_ONCE(c->discoveries_dropped);
+	}
+}
 
 int sframe_callchain_init(void)
 {

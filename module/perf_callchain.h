@@ -15,4 +15,8 @@ int sframe_callchain_init(void);
  */
 void sframe_callchain_exit(void);
 
+struct sframe_stats;
+/* Adds the hook's counters (callchain_*) to *st, for SFRAME_IOC_GET_STATS. */
+void sframe_callchain_stats(struct sframe_stats *st);
+
 #endif /* SFRAME_PERF_CALLCHAIN_H */

@@ -36,8 +36,11 @@
  * 5: sections kept per file (SFRAME_IOC_FILE_SUPPLY, _FILE_REMOVE,
  *    _FILE_LIST; SFRAME_SOURCE_FILE; struct sframe_stats grows to
  *    SFRAME_STATS_SIZE_VER2).
+ * 6: perf's own callchains walked by the module (its parameter
+ *    perf_callchain); struct sframe_stats grows to SFRAME_STATS_SIZE_VER3
+ *    with their callchain_* counters.
  */
-#define SFRAME_UNWIND_ABI_VERSION 5
+#define SFRAME_UNWIND_ABI_VERSION 6
 
 /* Largest .sframe section the module accepts (bytes). */
 #define SFRAME_MAX_SECTION_SIZE (64u << 20)
@@ -281,10 +284,39 @@ struct sframe_stats {
 	__u64 file_invalidated; /* entries dropped because their file was
 				   written, opened for writing, truncated or
 				   deleted, ever */
+	/* Since SFRAME_STATS_SIZE_VER3: perf's own user callchains (perf
+	   record -g, BPF's stacks) while the module's parameter
+	   perf_callchain is on; all ever, all processes. */
+	__u64 callchain_served;   /* callchains whose user part the module
+				     walked */
+	__u64 callchain_declined; /* left to perf's own walk: taken in NMI,
+				     of a 32-bit task, a guest, a task
+				     without user memory, or recursion */
+	__u64 callchain_frames;   /* return addresses the module gave perf
+				     (after each sampled PC) */
+	__u64 callchain_fp_continued; /* walks that went on by frame
+					 pointers where SFrame had no row */
+	__u64 callchain_truncated; /* walks ended by perf's own bound
+				      (max_stack, the callchain full) */
+	__u64 callchain_discoveries; /* deferred walks asked for, to find
+					the sections of mappings not looked
+					at yet (at the task's return to user
+					space) */
+	__u64 callchain_discoveries_dropped; /* not asked for: all the
+						walks in flight (a later
+						sample asks again) */
 };
+/*
+ * The sizes callers have used.  VER0, VER1 and VER2 each end 16 bytes
+ * before the end of their group above (forks_*, user_session_bytes*,
+ * file_attaches and file_invalidated): a caller of that size gets the
+ * fields before it, and the module accepts any size from VER0 up.  VER3
+ * is the whole struct.
+ */
 #define SFRAME_STATS_SIZE_VER0 120
 #define SFRAME_STATS_SIZE_VER1 184
 #define SFRAME_STATS_SIZE_VER2 224
+#define SFRAME_STATS_SIZE_VER3 296
 
 /*
  * ---- Sections for another process, and what a process has --------------

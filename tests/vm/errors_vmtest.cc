@@ -597,7 +597,18 @@ TEST_F(ErrorsTest, GetStatsSizes) {
   big.st.size = sizeof(big);
   EXPECT_EQ(Ioctl(SFRAME_IOC_GET_STATS, &big.st), 0);
   EXPECT_EQ(big.tail, 0u);
+  EXPECT_EQ(big.st.size, static_cast<uint32_t>(SFRAME_STATS_SIZE_VER3));
   EXPECT_EQ(Ioctl(SFRAME_IOC_GET_STATS, nullptr), EFAULT);
+  // A caller built before the perf callchain counters: nothing is written
+  // past the size it gave, and it learns the module's.
+  static_assert(sizeof(sframe_stats) == SFRAME_STATS_SIZE_VER3, "the uapi's latest size");
+  sframe_stats old;
+  std::memset(&old, 0xa5, sizeof(old));
+  old.size = SFRAME_STATS_SIZE_VER2;
+  EXPECT_EQ(Ioctl(SFRAME_IOC_GET_STATS, &old), 0);
+  EXPECT_EQ(old.size, static_cast<uint32_t>(SFRAME_STATS_SIZE_VER3));
+  EXPECT_EQ(old.callchain_served, 0xa5a5a5a5a5a5a5a5ull);
+  EXPECT_EQ(old.callchain_discoveries_dropped, 0xa5a5a5a5a5a5a5a5ull);
 }
 
 TEST_F(ErrorsTest, UnknownRequest) {

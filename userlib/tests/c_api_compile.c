@@ -47,6 +47,7 @@ int c_api_from_c(void)
 			   .buffer_size = 1u << 16);
 	struct sframe_client_stats st = { .sz = sizeof(st) };
 	struct sframe_client_file_store_stats fst = { .sz = sizeof(fst) };
+	struct sframe_client_perf_callchain_stats cst = { .sz = sizeof(cst) };
 	struct sframe_client_file_info files[2];
 	uint64_t id = 7;
 
@@ -96,6 +97,9 @@ int c_api_from_c(void)
 		return 11;
 	if (sizeof(files[0]) != SFRAME_CLIENT_FILE_INFO_SZ_VER0)
 		return 12;
+	if (sframe_client_perf_callchain_get_stats(NULL, &cst) != -EINVAL ||
+	    sizeof(cst) != SFRAME_CLIENT_PERF_CALLCHAIN_STATS_SZ_VER0)
+		return 13;
 
 	sframe_client_close(NULL);
 	sframe_client_session_close(NULL);

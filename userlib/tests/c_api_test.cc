@@ -270,6 +270,18 @@ TEST_F(NotTheDevice, FileStoreArgumentsAndItsIoctls) {
   st.sz = sizeof(st);
   EXPECT_EQ(sframe_client_file_store_get_stats(dev_, &st), -ENOTTY);
 
+  EXPECT_EQ(sframe_client_perf_callchain_get_stats(dev_, nullptr), -EINVAL);
+  EXPECT_EQ(ErrMsg(), "sframe_client_perf_callchain_get_stats: st is NULL (EINVAL)");
+  sframe_client_perf_callchain_stats cst{};
+  cst.sz = SFRAME_CLIENT_PERF_CALLCHAIN_STATS_SZ_VER0 - 1;
+  EXPECT_EQ(sframe_client_perf_callchain_get_stats(dev_, &cst), -EINVAL);
+  EXPECT_EQ(ErrMsg(),
+            "sframe_client_perf_callchain_get_stats: st->sz below "
+            "SFRAME_CLIENT_PERF_CALLCHAIN_STATS_SZ_VER0 (EINVAL)");
+  cst.sz = sizeof(cst);
+  EXPECT_EQ(sframe_client_perf_callchain_get_stats(dev_, &cst), -ENOTTY);
+  EXPECT_EQ(sizeof(cst), size_t{SFRAME_CLIENT_PERF_CALLCHAIN_STATS_SZ_VER0});
+
   // The file is named by its path, or by its number when it has none.
   const int fd = sframe_client_fd(dev_);
   EXPECT_EQ(sframe_client_file_supply(dev_, fd, bytes, sizeof(bytes), 0x1000, 0, &id), -ENOTTY);
@@ -322,6 +334,10 @@ TEST(CApiDevice, NullHandlesAreEinval) {
   sframe_client_file_store_stats fst{};
   fst.sz = sizeof(fst);
   EXPECT_EQ(sframe_client_file_store_get_stats(nullptr, &fst), -EINVAL);
+  sframe_client_perf_callchain_stats cst{};
+  cst.sz = sizeof(cst);
+  EXPECT_EQ(sframe_client_perf_callchain_get_stats(nullptr, &cst), -EINVAL);
+  EXPECT_EQ(ErrMsg(), "sframe_client_perf_callchain_get_stats: dev is NULL (EINVAL)");
   sframe_client_close(nullptr);  // nothing to do, no crash
 }
 

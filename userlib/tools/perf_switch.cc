@@ -10,11 +10,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <string>
 
+#include "sframe_client/device.h"
 #include "sframe_client/error.h"
 #include "sframe_client/fd.h"
 
@@ -104,6 +106,16 @@ int status() {
       "%s: perf record -g and BPF's user stacks are walked by %s\n"
       "to keep it on after a reboot: echo 'options sframe_unwind perf_callchain=1' > %s\n",
       v ? "on" : "off", v ? "the module, with SFrame" : "perf, by frame pointers", kModprobeConf);
+  // What the hook did since the module was loaded (all processes).
+  try {
+    const sframe::PerfCallchainStats c = sframe::Device().perf_callchain_stats();
+    std::printf("since the module was loaded: %" PRIu64 " callchains walked by the module (%" PRIu64
+                " return addresses, %" PRIu64 " went on by frame pointers, %" PRIu64
+                " ended by perf's max_stack), %" PRIu64 " left to perf's own walk\n",
+                c.served, c.frames, c.fp_continued, c.truncated, c.declined);
+  } catch (const sframe::Error& e) {
+    std::printf("since the module was loaded: unknown (%s)\n", e.what());
+  }
   return 0;
 }
 

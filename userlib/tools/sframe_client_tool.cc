@@ -145,6 +145,14 @@ int cmd_stats(int argc, char** argv) {
   held("file_bytes", f.bytes, f.bytes_limit);
   std::printf("file_attaches          %" PRIu64 "\n", f.attaches);
   std::printf("file_invalidated       %" PRIu64 "\n", f.invalidated);
+  const sframe::PerfCallchainStats c = dev.perf_callchain_stats();
+  std::printf("callchain_served       %" PRIu64 "\n", c.served);
+  std::printf("callchain_declined     %" PRIu64 "\n", c.declined);
+  std::printf("callchain_frames       %" PRIu64 "\n", c.frames);
+  std::printf("callchain_fp_continued %" PRIu64 "\n", c.fp_continued);
+  std::printf("callchain_truncated    %" PRIu64 "\n", c.truncated);
+  std::printf("callchain_discoveries  %" PRIu64 " (dropped %" PRIu64 ")\n", c.discoveries,
+              c.discoveries_dropped);
   return 0;
 }
 

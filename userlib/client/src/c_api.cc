@@ -470,6 +470,29 @@ int sframe_client_file_store_get_stats(sframe_client_device* dev,
   });
 }
 
+int sframe_client_perf_callchain_get_stats(sframe_client_device* dev,
+                                           sframe_client_perf_callchain_stats* st) {
+  static const char kFn[] = "sframe_client_perf_callchain_get_stats";
+  if (dev == nullptr) return fail_invalid(kFn, "dev is NULL");
+  if (st == nullptr) return fail_invalid(kFn, "st is NULL");
+  if (!out_size_ok(st->sz, SFRAME_CLIENT_PERF_CALLCHAIN_STATS_SZ_VER0)) {
+    return fail_invalid(kFn, "st->sz below SFRAME_CLIENT_PERF_CALLCHAIN_STATS_SZ_VER0");
+  }
+  return guarded(kFn, [&] {
+    const sframe::PerfCallchainStats s = dev->dev.perf_callchain_stats();
+    sframe_client_perf_callchain_stats c{};
+    c.served = s.served;
+    c.declined = s.declined;
+    c.frames = s.frames;
+    c.fp_continued = s.fp_continued;
+    c.truncated = s.truncated;
+    c.discoveries = s.discoveries;
+    c.discoveries_dropped = s.discoveries_dropped;
+    copy_out(c, st);
+    return 0;
+  });
+}
+
 // noinline, and something after the call: frames[1] is then a return
 // address inside this function (see the header).
 __attribute__((noinline)) int sframe_client_unwind_self(sframe_client_device* dev,

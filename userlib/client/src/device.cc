@@ -255,6 +255,23 @@ FileStoreStats Device::file_store_stats() const {
   return s;
 }
 
+PerfCallchainStats Device::perf_callchain_stats() const {
+  sframe_stats st{};
+  st.size = sizeof(st);
+  if (int err = do_ioctl(fd(), SFRAME_IOC_GET_STATS, &st)) {
+    throw Error(err, op::kGetStats, path_);
+  }
+  PerfCallchainStats s;
+  s.served = st.callchain_served;
+  s.declined = st.callchain_declined;
+  s.frames = st.callchain_frames;
+  s.fp_continued = st.callchain_fp_continued;
+  s.truncated = st.callchain_truncated;
+  s.discoveries = st.callchain_discoveries;
+  s.discoveries_dropped = st.callchain_discoveries_dropped;
+  return s;
+}
+
 Stats Device::stats() const {
   sframe_stats st{};
   st.size = sizeof(st);

@@ -80,6 +80,20 @@ struct FileStoreStats {
   uint64_t invalidated = 0;  // entries dropped because their file changed, ever
 };
 
+// perf's own user callchains walked by the module while its parameter
+// perf_callchain is on (struct sframe_stats's callchain_*), all processes,
+// ever; all zero from a module older than SFRAME_STATS_SIZE_VER3.  A struct
+// of its own, so that Stats keeps its size.
+struct PerfCallchainStats {
+  uint64_t served = 0;               // callchains whose user part the module walked
+  uint64_t declined = 0;             // left to perf's own walk (NMI, 32-bit task, ...)
+  uint64_t frames = 0;               // return addresses given to perf
+  uint64_t fp_continued = 0;         // walks that went on by frame pointers
+  uint64_t truncated = 0;            // walks ended by perf's max_stack
+  uint64_t discoveries = 0;          // deferred walks asked for, to find sections
+  uint64_t discoveries_dropped = 0;  // ...not asked for: all in flight
+};
+
 // One entry of the file store (struct sframe_file_info).
 using FileInfo = sframe_file_info;
 
@@ -162,6 +176,7 @@ class SFRAME_CLIENT_API Device {
   // SFRAME_IOC_GET_STATS.  Throws sframe::Error(op::kGetStats).
   Stats stats() const;
   FileStoreStats file_store_stats() const;
+  PerfCallchainStats perf_callchain_stats() const;
 
   // SFRAME_IOC_FILE_SUPPLY: the section [data, data + len) for the ELF file
   // open at fd, counted as loaded at sframe_vaddr at load bias 0, for every

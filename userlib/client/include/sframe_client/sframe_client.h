@@ -425,6 +425,33 @@ struct sframe_client_file_store_stats {
 SFRAME_CLIENT_API int sframe_client_file_store_get_stats(struct sframe_client_device *dev,
 							 struct sframe_client_file_store_stats *st);
 
+/* perf's own user callchains (perf record -g, BPF's stacks) walked by the
+ * module while its parameter perf_callchain is on (SFRAME_IOC_GET_STATS;
+ * struct sframe_stats's callchain_* fields), all processes, ever: all 0
+ * from a module older than SFRAME_STATS_SIZE_VER3.  A struct of its own,
+ * so that struct sframe_client_stats keeps its size. */
+struct sframe_client_perf_callchain_stats {
+	size_t sz;                    /* in: sizeof(struct sframe_client_perf_callchain_stats) */
+	uint64_t served;              /* callchains whose user part the module walked */
+	uint64_t declined;            /* left to perf's own walk: NMI, 32-bit task, guest, recursion */
+	uint64_t frames;              /* return addresses given to perf */
+	uint64_t fp_continued;        /* walks that went on by frame pointers */
+	uint64_t truncated;           /* walks ended by perf's max_stack */
+	uint64_t discoveries;         /* deferred walks asked for, to find sections */
+	uint64_t discoveries_dropped; /* not asked for: all in flight */
+};
+#define SFRAME_CLIENT_PERF_CALLCHAIN_STATS_SZ_VER0 64
+
+/*
+ * SFRAME_IOC_GET_STATS: the perf callchain counters into *st (st->sz set
+ * by the caller).
+ * Errors: -EINVAL (st NULL, st->sz below
+ * SFRAME_CLIENT_PERF_CALLCHAIN_STATS_SZ_VER0), and -ENOTTY when the
+ * handle's file is no sframe_unwind device.
+ */
+SFRAME_CLIENT_API int sframe_client_perf_callchain_get_stats(
+	struct sframe_client_device *dev, struct sframe_client_perf_callchain_stats *st);
+
 /* ---- sessions: stitched kernel + user stacks of perf samples ---------------
  *
  * A session follows a target (SFRAME_TARGET_*) and yields one record per
