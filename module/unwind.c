@@ -54,6 +54,26 @@
  */
 #define SFRAME_FP_STACK_WINDOW (8UL << 20)
 
+/*
+ * The lowest address user code runs at: nothing is mapped below
+ * mmap_min_addr (not exported: its default, 65536 on Debian, unless root
+ * lowers vm.mmap_min_addr for an emulator).  A return address below it is
+ * a small integer read where a frame would be, as when frame pointers are
+ * followed through code built without them (ld.so's start-up gave perf
+ * 0x9 as a caller of _dl_hwcaps_split): never a caller.
+ */
+#ifdef CONFIG_DEFAULT_MMAP_MIN_ADDR
+#define SFRAME_MIN_USER_PC \
+	max_t(unsigned long, CONFIG_DEFAULT_MMAP_MIN_ADDR, PAGE_SIZE)
+#else
+#define SFRAME_MIN_USER_PC PAGE_SIZE
+#endif
+
+static __always_inline bool sframe_user_pc(unsigned long pc)
+{
+	return pc >= SFRAME_MIN_USER_PC && pc < TASK_SIZE_MAX;
+}
+
 static int sframe_read_ulong(unsigned long addr, unsigned long *val)
 {
 	if (get_user(*val, (unsigned long __user *)addr))
@@ -158,8 +178,7 @@ static __always_inline int sframe_step_to(struct sframe_user_unwind *uw,
 					  unsigned long cfa, unsigned long ra,
 					  unsigned long fp, bool same_sp)
 {
-	if ((same_sp ? cfa < uw->sp : cfa <= uw->sp) || !ra ||
-	    ra >= TASK_SIZE_MAX)
+	if ((same_sp ? cfa < uw->sp : cfa <= uw->sp) || !sframe_user_pc(ra))
 		return sframe_step_error(uw, -EINVAL);
 
 	uw->ip = ra;
@@ -442,7 +461,7 @@ static bool sframe_step_fp(struct sframe_user_unwind *uw)
 		return sframe_stop(uw, SFRAME_STOP_FAULT);
 	if (!ra)
 		return sframe_stop(uw, SFRAME_STOP_OUTERMOST);
-	if (ra >= TASK_SIZE_MAX)
+	if (!sframe_user_pc(ra))
 		return sframe_stop(uw, SFRAME_STOP_BAD_FRAME);
 
 	uw->ip = ra;
@@ -512,7 +531,7 @@ static bool sframe_step_signal(struct sframe_user_unwind *uw)
 	if (mc >= TASK_SIZE_MAX - sizeof(sc) ||
 	    copy_from_user(&sc, (const void __user *)mc, sizeof(sc)))
 		return sframe_stop(uw, SFRAME_STOP_FAULT);
-	if (!sc.ip || sc.ip >= TASK_SIZE_MAX || sc.sp >= TASK_SIZE_MAX)
+	if (!sframe_user_pc(sc.ip) || sc.sp >= TASK_SIZE_MAX)
 		return sframe_stop(uw, SFRAME_STOP_BAD_FRAME);
 	memset(r, 0, sizeof(*r));
 	r->r8 = sc.r8;
