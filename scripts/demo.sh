@@ -3,8 +3,10 @@
 # is needed, build, install the module with DKMS for Debian's stock kernel,
 # boot that kernel in a VM and profile examples/demo_workload there (threads,
 # a shared library, a system call path; no frame pointers, no .sframe) with
-# sframe-prof, and side by side with perf record --call-graph fp and
-# --call-graph dwarf.  Leaves in demo-out/: flamegraph.svg, the folded
+# sframe-prof, with stock perf record -g served by the module (its
+# perf_callchain switch on, sframe-coverd keeping SFrame per file), and side
+# by side with perf record --call-graph fp and --call-graph dwarf without
+# the switch.  Leaves in demo-out/: flamegraph.svg, the folded
 # stacks, the top functions, the profile as pprof (sframe-prof.pb.gz, for
 # pprof, Pyroscope, Parca) and comparison.md (share of samples whose stack
 # reaches the root of the work, bytes per sample, slowdown).
@@ -17,7 +19,7 @@ OUT=$ROOT/demo-out
 
 scripts/install-deps.sh
 cmake -S . -B "$BUILD"
-cmake --build "$BUILD" -j"$(nproc)" --target sframe-prof demo_workload
+cmake --build "$BUILD" -j"$(nproc)" --target sframe-prof sframe-coverd demo_workload
 scripts/dkms-install.sh
 rm -rf "$ROOT/vm-out/demo"
 tests/vm/run-vm.sh --run "bash $ROOT/scripts/demo-guest.sh $BUILD" "$BUILD" "$ROOT/vm-out/demo"

@@ -5,6 +5,8 @@ in one directory:
   baseline.out                 "elapsed_ns N" lines of runs without profiling
   sframe-prof.out, .folded     the run under sframe-prof, its folded stacks
   sframe-prof.data             its data file
+  perf-g-module.out, .script, .data  the run under perf record -g with the
+                               module's perf_callchain switch on
   perf-fp.out, .script, .data  the run under perf record --call-graph fp
   perf-dwarf.out, .script, .data   ... --call-graph dwarf
 
@@ -90,6 +92,8 @@ def main():
     base_ns = statistics.median(base) if base else None
     rows = []
     for label, out, data, counter, source in [
+        ("**perf record -g**, the module's perf_callchain on (sframe-coverd)",
+         "perf-g-module.out", "perf-g-module.data", perf_counts, "perf-g-module.script"),
         ("**sframe-prof** (SFrame from .eh_frame)", "sframe-prof.out", "sframe-prof.data",
          folded_counts, "sframe-prof.folded"),
         ("perf --call-graph fp", "perf-fp.out", "perf-fp.data", perf_counts, "perf-fp.script"),
