@@ -41,6 +41,17 @@ int unregister_fd(int fd, uint64_t text_start, pid_t pid = 0, uint32_t flags = 0
   return do_ioctl(fd, SFRAME_IOC_UNREGISTER, &req);
 }
 
+// SFRAME_IOC_GET_STATS, the whole struct: a module of an older ABI
+// writes the fields it has, and the others stay 0.
+sframe_stats get_stats(int fd, const std::string& path) {
+  sframe_stats st{};
+  st.size = sizeof(st);
+  if (int err = do_ioctl(fd, SFRAME_IOC_GET_STATS, &st)) {
+    throw Error(err, op::kGetStats, path);
+  }
+  return st;
+}
+
 std::string process_name(pid_t pid) {
   return pid ? "process " + std::to_string(pid) : std::string("this process");
 }
@@ -241,11 +252,7 @@ std::vector<FileInfo> Device::list_files() const {
 }
 
 FileStoreStats Device::file_store_stats() const {
-  sframe_stats st{};
-  st.size = sizeof(st);
-  if (int err = do_ioctl(fd(), SFRAME_IOC_GET_STATS, &st)) {
-    throw Error(err, op::kGetStats, path_);
-  }
+  const sframe_stats st = get_stats(fd(), path_);
   FileStoreStats s;
   s.entries = st.file_entries;
   s.bytes = st.file_bytes;
@@ -256,11 +263,7 @@ FileStoreStats Device::file_store_stats() const {
 }
 
 PerfCallchainStats Device::perf_callchain_stats() const {
-  sframe_stats st{};
-  st.size = sizeof(st);
-  if (int err = do_ioctl(fd(), SFRAME_IOC_GET_STATS, &st)) {
-    throw Error(err, op::kGetStats, path_);
-  }
+  const sframe_stats st = get_stats(fd(), path_);
   PerfCallchainStats s;
   s.served = st.callchain_served;
   s.declined = st.callchain_declined;
@@ -273,11 +276,7 @@ PerfCallchainStats Device::perf_callchain_stats() const {
 }
 
 Stats Device::stats() const {
-  sframe_stats st{};
-  st.size = sizeof(st);
-  if (int err = do_ioctl(fd(), SFRAME_IOC_GET_STATS, &st)) {
-    throw Error(err, op::kGetStats, path_);
-  }
+  const sframe_stats st = get_stats(fd(), path_);
   Stats s;
   s.abi_version = st.abi_version;
   s.sections = st.sections;
