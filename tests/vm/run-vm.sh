@@ -226,6 +226,10 @@ for m in "${modlist[@]}"; do
 	echo "$b" >> "$INITRD_DIR/rig/modules.list"
 done
 
+# SFRAME_VM_FUZZ_CALLS reaches fuzz_vmtest as one more word of the test
+# programs' environment.
+test_env=${SFRAME_VM_TEST_ENV:-}
+[[ -z ${SFRAME_VM_FUZZ_CALLS:-} ]] || test_env+=" SFRAME_FUZZ_CALLS=$SFRAME_VM_FUZZ_CALLS"
 {
 	printf 'KVER=%q\n' "$KVER"
 	printf 'ROOTFS=%q\n' "$ROOTFS"
@@ -239,8 +243,7 @@ done
 	printf 'TEST_TIMEOUT=%q\n' "$TEST_TIMEOUT"
 	printf 'BENCH_TIMEOUT=%q\n' "$BENCH_TIMEOUT"
 	printf 'GTEST_ARGS=%q\n' "${SFRAME_VM_GTEST_ARGS:-}"
-	printf 'FUZZ_CALLS=%q\n' "${SFRAME_VM_FUZZ_CALLS:-}"
-	printf 'TEST_ENV=%q\n' "${SFRAME_VM_TEST_ENV:-}"
+	printf 'TEST_ENV=%q\n' "$test_env"
 	printf 'USER_UID=65534\nUSER_GID=65534\n'
 	printf 'RUN_CMD=%q\n' "$run_cmd"
 	printf 'TESTS=('; [[ ${#tests[@]} -gt 0 ]] && printf ' %q' "${tests[@]}"; printf ' )\n'

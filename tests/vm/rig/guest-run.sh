@@ -324,16 +324,15 @@ read -r -a gtest_args <<< "$GTEST_ARGS"
 # child that ignored it (ProfTest.SigintEndsTheRecordingCleanly on the sid
 # image).  env --default-signal resets them.
 test_cmd() { # PATH MODE SCRATCH XML
-	local -a pre=() extra=() env_words=()
+	local -a pre=() env_words=()
 	[[ $2 == user ]] && pre=(setpriv "--reuid=$USER_UID" "--regid=$USER_GID" --clear-groups)
-	[[ -n ${FUZZ_CALLS:-} ]] && extra=(SFRAME_FUZZ_CALLS="$FUZZ_CALLS")
 	# shellcheck disable=SC2153  # TEST_ENV comes from the config file
-	[[ -n ${TEST_ENV:-} ]] && read -r -a env_words <<< "$TEST_ENV" && extra+=("${env_words[@]}")
+	[[ -n ${TEST_ENV:-} ]] && read -r -a env_words <<< "$TEST_ENV"
 	cd "$3" || exit 125
 	exec env -i --default-signal=INT,QUIT PATH="$PATH" HOME="$3" TMPDIR=/tmp LANG=C.UTF-8 \
 		TERM=dumb GTEST_COLOR=no SFRAME_VM=1 SFRAME_VM_MODE="$2" \
 		SFRAME_VM_RESULTS="$R" SFRAME_VM_KVER="$kernel" \
-		SFRAME_VM_BUILD_DIR="$TEST_BUILD_DIR" SFRAME_VM_DEVICE="$DEVICE" "${extra[@]}" \
+		SFRAME_VM_BUILD_DIR="$TEST_BUILD_DIR" SFRAME_VM_DEVICE="$DEVICE" "${env_words[@]}" \
 		timeout -k 10 "$TEST_TIMEOUT" "${pre[@]}" "$1" \
 		"--gtest_output=xml:$4" "${gtest_args[@]}"
 }
