@@ -186,10 +186,11 @@ pkg_specs="6.1"
 [[ ${KERNELS:-} == all ]] && pkg_specs="6.1 7.3"
 host_pkg_kver=$(rig_resolve_kver 6.1 2> /dev/null) || host_pkg_kver=
 packages_in_background() {
-	local t
+	local t rc
 	nice -n 19 make deb BUILD="$BUILD" > "$LOGS/deb.log" 2>&1
-	echo $? > "$LOGS/deb.rc"
-	[[ $(cat "$LOGS/deb.rc") == 0 && -n $host_pkg_kver ]] || return 0
+	rc=$?
+	echo "$rc" > "$LOGS/deb.rc"
+	[[ $rc == 0 && -n $host_pkg_kver ]] || return 0
 	t=$(date +%s)
 	SFRAME_KVER=$host_pkg_kver SFRAME_PKG_UPGRADE='' \
 		SFRAME_VM_TEST_TIMEOUT=3300 SFRAME_VM_TIMEOUT=3600 \
