@@ -30,43 +30,9 @@ import os
 import re
 import sys
 
-ROOT = re.compile(r"^(main|__libc_start_main.*|__libc_start_call_main|start_thread)$")
-LOADER = re.compile(r"^(_dl_start|_dl_start_final|_dl_sysdep_start|dl_main|_dl_start_user)$")
-# The outermost frame of a walk that went all the way: the loader's entry
-# (_start of ld.so, unnamed in its symbol table: "[ld-linux-x86-64.so.2]"),
-# the program's _start (a walk through frames the report could not name),
-# a new thread still in clone3 before start_thread.
-ENTRY = re.compile(r"^(_start|\[ld-linux-x86-64\.so\.2\]|_dl_start_user|__GI___clone3|__clone3|clone3|__clone|clone)$")
+from stacks import add, classify, folded_frames, perf_script, user_frames
+
 WORKLOADS = ["python3", "perl", "xz", "zstd", "sqlite3", "sort", "openssl", "node", "gxx", "make"]
-
-
-def function(frame):
-    name = frame.split("+0x")[0]
-    name = name.split("@")[0]
-    return name.split("(")[0]
-
-
-# Called by load_elf_binary() only past the point of no return of execve.
-NEW_IMAGE = re.compile(r"^(setup_new_exec|setup_arg_pages|elf_map|elf_load|load_elf_interp|"
-                       r"create_elf_tables|set_brk|finalize_exec)_\[k\]$")
-
-
-def classify(frames):
-    """frames: root first, without the comm."""
-    user = [f for f in frames if not f.endswith("_[k]")]
-    if not user:
-        return "nouser"
-    # In execve past the old image: its PC, in none of the new mappings.
-    if all(f == "[unknown]" for f in user) and any(NEW_IMAGE.match(f) for f in frames):
-        return "nouser"
-    names = [function(f) for f in user]
-    if any(ROOT.match(n) for n in names):
-        return "main"
-    # Before main exists (the loader's start-up, a thread being made): the
-    # stack is whole when its outermost frame is the entry.
-    if ENTRY.match(names[0]):
-        return "loader"
-    return "other"
 
 
 def folded(path):
@@ -81,16 +47,7 @@ def folded(path):
             if not stack:
                 continue
             frames = stack.split(";")
-            t = out.setdefault(frames[0], {"all": 0, "main": 0, "loader": 0, "nouser": 0, "other": 0,
-                                           "ends": {}})
-            n = int(count)
-            t["all"] += n
-            kind = classify(frames[1:])
-            t[kind] += n
-            if kind == "other":
-                user = [fr for fr in frames[1:] if not fr.endswith("_[k]")]
-                end = function(user[0])
-                t["ends"][end] = t["ends"].get(end, 0) + n
+            add(out, frames[0], frames[1:], int(count))
     return out
 
 
@@ -117,46 +74,20 @@ def late_program(d):
         pid = open(os.path.join(d, "late.txt")).read().split()[-1]
     except OSError:
         return
-    samples = []  # (time, user frames leaf first)
-    head, frames = None, []
-
-    def flush():
-        if head is not None:
-            samples.append((head, frames))
-
-    with open(os.path.join(d, "all.script"), errors="replace") as f:
-        for line in f:
-            if not line.strip():
-                flush()
-                head, frames = None, []
-            elif line[0] in " \t":
-                parts = line.split(None, 2)
-                if len(parts) < 3 or "[kernel.kallsyms]" in line:
-                    continue  # user frames only
-                sym, obj = parts[1], parts[2].strip().strip("()")
-                # An unnamed frame of ld.so: its entry, as the folded
-                # output names it.
-                if sym == "[unknown]" and obj.endswith("/ld-linux-x86-64.so.2"):
-                    sym = "[ld-linux-x86-64.so.2]"
-                frames.append(sym)
-            else:
-                flush()
-                head, frames = line, []
-        flush()
-    mine = []
-    for head, frames in samples:
+    mine = []  # (time, frames root first)
+    for head, frames in perf_script(os.path.join(d, "all.script")):
         parts = head.split()
         m = re.search(r"\s(\d+\.\d+):", head)
         if len(parts) > 1 and parts[1].split("/")[0] == pid and m:
-            mine.append((float(m.group(1)), list(reversed(frames)), frames))
+            mine.append((float(m.group(1)), folded_frames(frames)))
     mine.sort(key=lambda t: t[0])
-    start = next((i for i, (_, _, leaf_first) in enumerate(mine)
+    start = next((i for i, (_, root_first) in enumerate(mine)
                   if any("ld-linux" in fr or fr.startswith("_dl_") or fr == "dl_main"
-                         for fr in leaf_first)), None)
+                         for fr in user_frames(root_first))), None)
     if start is None:
         print(f"\nprogram started during the -a recording (pid {pid}): no sample after its exec")
         return
-    after = [classify(root_first) for _, root_first, _ in mine[start:]]
+    after = [classify(root_first) for _, root_first in mine[start:]]
     first = after[:10]
     print(f"\nprogram started during the -a recording (pid {pid}): {len(mine) - start} samples "
           f"from its exec on ({start} before it, in the shell that forked it); first 10: "

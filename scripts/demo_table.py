@@ -18,6 +18,9 @@ import re
 import statistics
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+import stacks  # noqa: E402
+
 ROOTS = {"main", "demo_thread"}
 COMM = "demo_workload"
 
@@ -56,32 +59,13 @@ def folded_counts(path, comm=COMM, roots=ROOTS):
 
 
 def perf_counts(path, comm=COMM, roots=ROOTS):
-    """perf script output: a header line per sample, then one line per
-    frame ("\\t addr sym+off (dso)"), then a blank line."""
+    """perf script output (bench/stacks.py reads it)."""
     total = complete = 0
-    sample = None
-    frames = []
-
-    def flush():
-        nonlocal total, complete
-        if sample is not None and sample.startswith(comm):
+    for head, frames in stacks.perf_script(path):
+        if head.startswith(comm):
             total += 1
-            if any(function(fr) in roots for fr in frames):
+            if any(function(sym) in roots for _, sym, _ in frames):
                 complete += 1
-
-    with open(path, errors="replace") as f:
-        for line in f:
-            if not line.strip():
-                flush()
-                sample, frames = None, []
-            elif line[0] in " \t":
-                parts = line.split()
-                if len(parts) >= 2:
-                    frames.append(parts[1])
-            else:
-                flush()
-                sample, frames = line.strip(), []
-    flush()
     return total, complete
 
 
