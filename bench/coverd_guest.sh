@@ -40,61 +40,11 @@ OUT=${SFRAME_VM_RESULTS:-/tmp}/coverd
 W=/tmp/coverd-work
 mkdir -p "$OUT" "$W/proj"
 log() { echo "coverd_guest: $(date +%T) $*" | tee -a "$OUT/phases.txt"; }
-now() { date +%s.%N; }
+# shellcheck source=guest_common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/guest_common.sh"
 
 # ---- inputs ------------------------------------------------------------------
-cat /usr/bin/perl /usr/lib/x86_64-linux-gnu/libc.so.6 | head -c 3000000 > "$W/input"
-seq -f "%09g" 1 300000 | sort -R --random-source=/usr/bin/perl > "$W/lines"
-cat > "$W/t.cc" <<'CC'
-#include <algorithm>
-#include <map>
-#include <regex>
-#include <string>
-#include <vector>
-std::map<std::string, int> count_words(const std::vector<std::string>& lines) {
-  std::map<std::string, int> m;
-  std::regex word("[A-Za-z]+");
-  for (const auto& l : lines)
-    for (std::sregex_iterator it(l.begin(), l.end(), word), end; it != end; ++it) m[it->str()]++;
-  return m;
-}
-std::vector<std::pair<int, std::string>> top(const std::map<std::string, int>& m) {
-  std::vector<std::pair<int, std::string>> v;
-  for (const auto& kv : m) v.emplace_back(kv.second, kv.first);
-  std::sort(v.rbegin(), v.rend());
-  return v;
-}
-CC
-for f in 0 1 2 3; do
-	{
-		echo "#include <stdint.h>"
-		for ((i = 0; i < 30; i++)); do
-			echo "uint64_t f${f}_${i}(const uint64_t *v, int n, uint64_t h) { for (int k = 0; k < n; k++) { h ^= v[k] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); if ((h & 7) == $((i % 8))) h = h * 31 + (uint64_t)k; } return h; }"
-		done
-	} > "$W/proj/f$f.c"
-done
-echo 'int main(void) { return 0; }' > "$W/proj/main.c"
-cat > "$W/proj/Makefile" <<'MK'
-OBJS = f0.o f1.o f2.o f3.o main.o
-prog: $(OBJS)
-	$(CC) -o $@ $(OBJS)
-%.o: %.c
-	$(CC) -O2 -c $< -o $@
-MK
-
-# name, then the command.
-WORKLOADS=(
-	"python3|/usr/bin/python3 -c 'sum(i*i for i in range(1500000))'"
-	"perl|/usr/bin/perl -e '\$s=0; for \$i (1..1500000) { \$s += \$i*\$i }'"
-	"xz|/usr/bin/xz -2 -T1 -c $W/input"
-	"zstd|/usr/bin/zstd -T2 -12 -c $W/input"
-	"sqlite3|/usr/bin/sqlite3 :memory: 'WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x<600000) SELECT sum(x*x) FROM c;'"
-	"sort|/usr/bin/sort $W/lines"
-	"openssl|/usr/bin/openssl speed -seconds 2 sha256"
-	"node|/usr/bin/node -e 'let s=0; for (let i=0;i<3e7;i++) s+=i*i'"
-	"gxx|/usr/bin/g++ -O2 -c $W/t.cc -o $W/t.o"
-	"make|make -s -B -j2 -C $W/proj"
-)
+workloads_prepare "$W"
 
 record_all() { # mode tag
 	local mode=$1 tag=$2 w name cmd t0
@@ -105,7 +55,7 @@ record_all() { # mode tag
 		bash -c "$PROF record -F $HZ --coverage $mode -o $OUT/$tag-$name.data -- $cmd" \
 			> /dev/null 2> "$OUT/$tag-$name.log"
 		rc=$?
-		echo "$tag $name: exit $rc in $(awk -v a="$(now)" -v b="$t0" "BEGIN { printf \"%.1f\", a - b }") s" >> "$OUT/phases.txt"
+		echo "$tag $name: exit $rc in $(since "$t0") s" >> "$OUT/phases.txt"
 		[ "$tag" = warmup ] && { rm -f "$OUT/$tag-$name.data"; continue; }
 		$PROF report -i "$OUT/$tag-$name.data" --folded > "$OUT/$tag-$name.folded" 2>> "$OUT/$tag-$name.log"
 		rm -f "$OUT/$tag-$name.data"
@@ -120,29 +70,6 @@ start_sleepers() { # program count
 	done
 }
 stop_sleepers() { kill "${SLEEPERS[@]}" 2> /dev/null; wait "${SLEEPERS[@]}" 2> /dev/null; }
-stat_of() { $CLIENT stats | awk -v k="$1" '$1 == k { print $2 }'; }
-
-# Starts sframe-coverd (its output in $OUT/LOG; its pid in $coverd) and
-# waits, at most 30 minutes, until it has looked at every file (waiting=0 in
-# its status); the time that took and its counters go to memory.txt.
-start_coverd() { # LOG WHAT
-	local t0 i w line scans
-	t0=$(now)
-	$COVERD > "$OUT/$1" 2>&1 &
-	coverd=$!
-	# Idle: nothing waiting, in a status written after its first scan of
-	# the processes (the service writes one before it, with nothing
-	# waiting yet).
-	for ((i = 0; i < 1800; i++)); do
-		sleep 1
-		line=$(sed -n 2p /run/sframe-coverd/status 2> /dev/null | tr ' ' '\n')
-		w=$(echo "$line" | sed -n 's/^waiting=//p')
-		scans=$(echo "$line" | sed -n 's/^process_scans=//p')
-		[ "$w" = 0 ] && [ "${scans:-0}" -ge 1 ] && break
-	done
-	echo "$2 $(awk -v a="$(now)" -v b="$t0" "BEGIN { printf \"%.1f\", a - b }") s after its start" | tee -a "$OUT/memory.txt"
-	head -2 /run/sframe-coverd/status >> "$OUT/memory.txt"
-}
 
 # ---- 1. per process ----------------------------------------------------------
 log "phase 1: per-process coverage (no service)"
