@@ -70,7 +70,13 @@ module_param_cb(nmi_test_owner, &nmi_test_owner_ops, NULL, 0600);
 MODULE_PARM_DESC(nmi_test_owner,
 		 "Test only: tgid whose sessions get a sample at every unknown NMI (0: off)");
 
-static int sframe_nmi_test_handler(unsigned int type, struct pt_regs *regs)
+/*
+ * A function of its own (noinline) that tests can name: perf_callchain_vmtest
+ * records a kprobe event on this function with callchains, so that perf
+ * takes its sample in the NMI, as a hardware event does.
+ */
+static noinline int sframe_nmi_test_handler(unsigned int type,
+					    struct pt_regs *regs)
 {
 	struct pid *owner;
 

@@ -16,15 +16,15 @@
  *
  * The handler decides before it redirects, and what the module does not
  * serve runs perf's own code unchanged: a 32-bit task, a sample of a
- * guest, a task without a user stack, and for now an NMI (the walk has
- * only ever run in interrupts and tasks; hardware events sample in NMI).
+ * guest, a task without a user stack.
  * The replacement never calls the original: on kernels built with IBT
  * the original's ENDBR is sealed (only direct calls reach it), and an
  * indirect call there faults on IBT hardware.  Where SFrame cannot go on,
  * the walk goes on by frame pointers itself (unwind.c), as perf's would.
  *
- * The walk runs where perf_callchain_user() runs: an interrupt, or a task
- * with preemption off (software events, BPF).  So page faults are off,
+ * The walk runs where perf_callchain_user() runs: an NMI (hardware
+ * events), an interrupt (timers), or a task with preemption off (software
+ * events, BPF).  So page faults are off,
  * the decoding budget is the interrupt's (a walk that spends it goes on
  * by frame pointers), and there is no discovery, which reads files.  A
  * mapping the module has not looked at yet is walked by frame pointers,
@@ -101,6 +101,31 @@ struct sframe_cc_counters {
 };
 static DEFINE_PER_CPU(struct sframe_cc_counters, sframe_cc_counters);
 
+/*
+ * Whether an NMI may read current's user memory.  An NMI can come in the
+ * middle of switch_mm(), or while a temporary mm is loaded (text poking,
+ * EFI), when CR3 is not current->mm's: a read of "user memory" then reads
+ * another address space.  perf's own walk asks nmi_uaccess_okay() first;
+ * that is not exported (nor safe to call indirectly: with IBT, objtool
+ * seals the ENDBR of a function only ever called directly), but
+ * copy_from_user_nofault() (exported) asks it before it reads.  So one
+ * read through it of the word at the stack pointer, the first word the
+ * walk reads: a failure is either that, or a stack the walk could not
+ * read either.  Nothing can switch the mm under an NMI: one test holds
+ * for the whole walk.  Everything else the walk touches is NMI-safe:
+ * RCU readers only (the registry's hash and maple tree, the file store's
+ * entries, the FDE indexes), the row cache's trylocked writer, per-CPU
+ * scratch per context level, atomics, and deferred.c's NMI path for the
+ * discovery it asks for.
+ */
+static bool sframe_cc_nmi_may_read(const struct pt_regs *regs)
+{
+	unsigned long word;
+
+	return !copy_from_user_nofault(&word, (const void __user *)regs->sp,
+				       sizeof(word));
+}
+
 static struct sframe_unwind_work sframe_cc_work;
 static struct sframe_unwind_item sframe_cc_items[SFRAME_CC_DISCOVERIES];
 static DECLARE_BITMAP(sframe_cc_items_used, SFRAME_CC_DISCOVERIES);
@@ -168,6 +193,11 @@ static void notrace sframe_perf_callchain_user(struct perf_callchain_entry_ctx *
 	pagefault_disable();
 	sframe_unwind_start(uw, regs,
 			    SFRAME_UNWIND_F_ALL | SFRAME_UNWIND_F_HERE);
+	if (in_nmi() && !sframe_cc_nmi_may_read(regs)) {
+		/* Counted as a walk stopped by a fault, as it is. */
+		uw->stop = SFRAME_STOP_FAULT;
+		goto full;
+	}
 	/* Twice at most: sframe_unwind_continue_fp() clears SFrame. */
 	for (;;) {
 		while (sframe_unwind_next(uw)) {
@@ -194,8 +224,6 @@ static bool sframe_cc_serves(struct pt_regs *regs)
 {
 	const struct task_struct *task = current;
 
-	if (in_nmi())
-		return false;
 	/* As perf's own: nothing of a guest's, nor of vm86 mode. */
 	if (!regs || !user_mode(regs) || !user_64bit_mode(regs) ||
 	    (regs->flags & (X86_VM_MASK | PERF_EFLAGS_VM)))

@@ -289,9 +289,9 @@ struct sframe_stats {
 	   perf_callchain is on; all ever, all processes. */
 	__u64 callchain_served;   /* callchains whose user part the module
 				     walked */
-	__u64 callchain_declined; /* left to perf's own walk: taken in NMI,
-				     of a 32-bit task, a guest, a task
-				     without user memory, or recursion */
+	__u64 callchain_declined; /* left to perf's own walk: of a 32-bit
+				     task, a guest, a task without user
+				     memory, or recursion */
 	__u64 callchain_frames;   /* return addresses the module gave perf
 				     (after each sampled PC) */
 	__u64 callchain_fp_continued; /* walks that went on by frame

@@ -10,19 +10,13 @@
 // panic_on_warn).
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
 #include <sched.h>
 #include <sys/ioctl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "vmtest.h"
@@ -31,60 +25,6 @@
 namespace {
 
 constexpr char kParam[] = "/sys/module/sframe_unwind/parameters/nmi_test_owner";
-
-std::atomic<bool> g_stop{false};
-std::atomic<pid_t> g_spinner_tid{0};
-volatile uint64_t g_sink;
-
-VMTEST_NOIPA void nmi_leaf() {
-  for (int i = 0; i < 1000; i++) g_sink = g_sink * 3 + 1;
-  VMTEST_BARRIER();
-}
-
-VMTEST_NOIPA void nmi_middle() {
-  while (!g_stop.load(std::memory_order_relaxed)) nmi_leaf();
-  VMTEST_BARRIER();
-}
-
-VMTEST_NOIPA void* nmi_spinner(void*) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(0, &set);
-  sched_setaffinity(0, sizeof(set), &set);
-  g_spinner_tid = static_cast<pid_t>(syscall(SYS_gettid));
-  nmi_middle();
-  VMTEST_BARRIER();
-  return nullptr;
-}
-
-bool WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream f(path);
-  f << text;
-  f.flush();
-  return bool(f);
-}
-
-// Asks the host for count NMIs (tests/vm/rig/README.md) and waits for them.
-::testing::AssertionResult InjectNmis(int count, int interval_ms) {
-  const char* results = std::getenv("SFRAME_VM_RESULTS");
-  if (!results) return ::testing::AssertionFailure() << "SFRAME_VM_RESULTS is not set";
-  std::string dir = std::string(results) + "/nmi/";
-  std::string id = "nmi_vmtest." + std::to_string(getpid());
-  if (!WriteFile(dir + "tmp." + id, std::to_string(count) + " " + std::to_string(interval_ms)))
-    return ::testing::AssertionFailure() << "cannot write " << dir << "tmp." << id;
-  if (rename((dir + "tmp." + id).c_str(), (dir + "req." + id).c_str()) != 0)
-    return ::testing::AssertionFailure() << "cannot rename the NMI request";
-  for (int i = 0; i < 600; i++) {
-    std::ifstream done(dir + "done." + id);
-    std::string line;
-    if (done && std::getline(done, line)) {
-      if (line.find("sent") != std::string::npos) return ::testing::AssertionSuccess();
-      return ::testing::AssertionFailure() << "NMI request failed: " << line;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return ::testing::AssertionFailure() << "no answer to the NMI request in 60 s";
-}
 
 struct Records {
   std::vector<sframe_sample_record> headers;
@@ -142,16 +82,15 @@ TEST(NmiTest, SamplesTakenInNmiCarryTheWholeUserChain) {
   CPU_ZERO(&set);
   CPU_SET(1, &set);
   ASSERT_EQ(sched_setaffinity(0, sizeof(set), &set), 0);
-  pthread_t spinner;
-  ASSERT_EQ(pthread_create(&spinner, nullptr, nmi_spinner, nullptr), 0);
-  while (!g_spinner_tid) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-
-  ASSERT_TRUE(vmtest::SetModuleParam("nmi_test_owner", std::to_string(getpid()).c_str()));
-  ::testing::AssertionResult injected = InjectNmis(40, 20);
-  EXPECT_TRUE(vmtest::SetModuleParam("nmi_test_owner", "0"));
-  g_stop = true;
-  pthread_join(spinner, nullptr);
+  ::testing::AssertionResult injected = ::testing::AssertionFailure();
+  pid_t spinner_tid;
+  {
+    vmtest::CpuZeroSpinner spinner;
+    spinner_tid = spinner.tid();
+    ASSERT_TRUE(vmtest::SetModuleParam("nmi_test_owner", std::to_string(getpid()).c_str()));
+    injected = vmtest::InjectNmis(40, 20);
+    EXPECT_TRUE(vmtest::SetModuleParam("nmi_test_owner", "0"));
+  }
   ASSERT_TRUE(injected);
 
   sframe::Stats after = dev.stats();
@@ -167,7 +106,7 @@ TEST(NmiTest, SamplesTakenInNmiCarryTheWholeUserChain) {
   std::string first_bad;
   for (size_t i = 0; i < recs.headers.size(); i++) {
     const sframe_sample_record& r = recs.headers[i];
-    if (pid_t(r.tid) != g_spinner_tid) continue;
+    if (pid_t(r.tid) != spinner_tid) continue;
     spinner_records++;
     vmtest::Chain chain;
     for (const sframe::Symbol& s : sym.symbolize_frames(recs.user[i]))
@@ -179,11 +118,8 @@ TEST(NmiTest, SamplesTakenInNmiCarryTheWholeUserChain) {
     bool user_mode = r.flags & SFRAME_SAMPLE_F_USER_MODE;
     bool ok = (user_mode ? r.nr_kernel == 0 : r.nr_kernel > 0) &&
               r.user_stop == SFRAME_STOP_NO_COVERAGE &&
-              (vmtest::ChainIs(chain, {"(anonymous namespace)::nmi_leaf",
-                                       "(anonymous namespace)::nmi_middle",
-                                       "(anonymous namespace)::nmi_spinner", vmtest::kStartThread}) ||
-               vmtest::ChainIs(chain, {"(anonymous namespace)::nmi_middle",
-                                       "(anonymous namespace)::nmi_spinner", vmtest::kStartThread}));
+              (vmtest::ChainIs(chain, vmtest::CpuZeroSpinner::FromLeaf()) ||
+               vmtest::ChainIs(chain, vmtest::CpuZeroSpinner::FromMiddle()));
     if (ok)
       complete++;
     else if (first_bad.empty())

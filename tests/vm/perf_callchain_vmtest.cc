@@ -16,11 +16,16 @@
 // perf_callchain_user()'s first bytes while another vCPU samples oopses
 // 7.3's guest on an int3 nobody claims, stock ftrace's function tracer
 // alike with no module loaded (tests/vm/rig/mttcg-ftrace-int3.sh).
+#include <linux/perf_event.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -214,6 +219,138 @@ TEST_F(PerfCallchainTest, PerfRecordGReachesMainOnlyWithTheParameterOn) {
   // garbage, for this program (not checked).  The module's, never.
   RecordProperty("off_bad_addresses", std::to_string(off.bad_addresses));
   EXPECT_EQ(on.bad_addresses, 0u) << "chains with one:\n" << on.bad_chains;
+}
+
+// A perf event of one thread with callchains (user part only), and what
+// it recorded: the user part of each sample's callchain.
+class PerfEventChains {
+ public:
+  PerfEventChains(perf_event_attr attr, pid_t tid) {
+    attr.size = sizeof(attr);
+    attr.sample_type = PERF_SAMPLE_CALLCHAIN;
+    attr.exclude_callchain_kernel = 1;
+    fd_ = static_cast<int>(syscall(SYS_perf_event_open, &attr, tid, -1, -1, PERF_FLAG_FD_CLOEXEC));
+    if (fd_ < 0) return;
+    len_ = (1 + kDataPages) * static_cast<size_t>(getpagesize());
+    base_ = mmap(nullptr, len_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    if (base_ == MAP_FAILED) base_ = nullptr;
+  }
+  ~PerfEventChains() {
+    if (base_) munmap(base_, len_);
+    if (fd_ >= 0) close(fd_);
+  }
+  PerfEventChains(const PerfEventChains&) = delete;
+  PerfEventChains& operator=(const PerfEventChains&) = delete;
+  bool ok() const { return base_ != nullptr; }
+
+  // Every sample in the buffer now; lost counts PERF_RECORD_LOST's.
+  std::vector<std::vector<uint64_t>> Read(uint64_t* lost) {
+    std::vector<std::vector<uint64_t>> out;
+    auto* page = static_cast<perf_event_mmap_page*>(base_);
+    const uint8_t* data = static_cast<const uint8_t*>(base_) + page->data_offset;
+    const uint64_t size = page->data_size;
+    const uint64_t head = __atomic_load_n(&page->data_head, __ATOMIC_ACQUIRE);
+    // The records, unwrapped: the ring may wrap in the middle of one.
+    std::vector<uint8_t> bytes;
+    for (uint64_t pos = page->data_tail; pos < head; pos++) bytes.push_back(data[pos % size]);
+    __atomic_store_n(&page->data_tail, head, __ATOMIC_RELEASE);
+    *lost = 0;
+    for (size_t off = 0; off + sizeof(perf_event_header) <= bytes.size();) {
+      perf_event_header h;
+      std::memcpy(&h, &bytes[off], sizeof(h));
+      if (h.size < sizeof(h) || off + h.size > bytes.size()) break;
+      std::vector<uint64_t> words((h.size - sizeof(h)) / 8);
+      std::memcpy(words.data(), &bytes[off + sizeof(h)], words.size() * 8);
+      if (h.type == PERF_RECORD_LOST && words.size() >= 2) *lost += words[1];
+      if (h.type == PERF_RECORD_SAMPLE && !words.empty() && words[0] + 1 <= words.size()) {
+        // nr, then the chain: PERF_CONTEXT_USER, the user PC, its callers.
+        std::vector<uint64_t> chain(words.begin() + 1, words.begin() + 1 + words[0]);
+        if (!chain.empty() && chain[0] == static_cast<uint64_t>(PERF_CONTEXT_USER))
+          chain.erase(chain.begin());
+        out.push_back(chain);
+      }
+      off += h.size;
+    }
+    return out;
+  }
+
+ private:
+  static constexpr size_t kDataPages = 64;
+  int fd_ = -1;
+  void* base_ = nullptr;
+  size_t len_ = 0;
+};
+
+// Hardware events sample in NMI, and perf_callchain_user() runs there.  TCG
+// has no PMU: here the module's NMI test hook (nmi_test.c, test builds only)
+// claims the NMIs qemu raises, and a perf event on a kprobe on that hook,
+// with callchains, takes its samples in the NMI as a hardware event does:
+// get_perf_callchain() -> perf_callchain_user() -> the module's walk, all in
+// NMI.  The event is opened here, not by the perf tool: perf record of a
+// kprobe event spends two minutes starting under emulation.  The thread's
+// section is unknown to the module until the deferred walk asked for from
+// the NMI discovers it; from then on its chains are whole, and nothing is
+// left to perf's own walk.
+TEST_F(PerfCallchainTest, PerfSamplesTakenInNmiAreWhole) {
+  if (!IsRoot()) GTEST_SKIP() << "perf events of kprobes and the parameters are root's";
+  ASSERT_EQ(access("/sys/module/sframe_unwind/parameters/nmi_test_owner", W_OK), 0)
+      << "module built without its test hooks (SFRAME_UNWIND_TEST_HOOKS=y)";
+  const std::string events = "/sys/kernel/tracing/kprobe_events";
+  ShellResult add = RunShell("echo 'p:sframe_cc_nmi sframe_unwind:sframe_nmi_test_handler' >> " +
+                             events + " && cat /sys/kernel/tracing/events/kprobes/sframe_cc_nmi/id");
+  ASSERT_EQ(add.status, 0) << add.output;
+  sframe::Device dev;
+  std::vector<std::vector<uint64_t>> chains;
+  uint64_t lost = 0;
+  sframe::PerfCallchainStats before, after;
+  ::testing::AssertionResult injected = ::testing::AssertionFailure();
+  {
+    vmtest::ScopedModuleParam param("perf_callchain", "Y");
+    ASSERT_TRUE(param.ok());
+    vmtest::CpuZeroSpinner spinner;
+    perf_event_attr attr{};
+    attr.type = PERF_TYPE_TRACEPOINT;
+    attr.config = std::strtoull(add.output.c_str(), nullptr, 10);
+    attr.sample_period = 1;
+    PerfEventChains event(attr, spinner.tid());
+    ASSERT_TRUE(event.ok()) << strerror(errno);
+    before = dev.perf_callchain_stats();
+    ASSERT_TRUE(vmtest::SetModuleParam("nmi_test_owner", std::to_string(getpid()).c_str()));
+    injected = vmtest::InjectNmis(60, 20);
+    EXPECT_TRUE(vmtest::SetModuleParam("nmi_test_owner", "0"));
+    after = dev.perf_callchain_stats();
+    chains = event.Read(&lost);
+  }
+  EXPECT_EQ(RunShell("echo '-:sframe_cc_nmi' >> " + events).status, 0);
+  ASSERT_TRUE(injected);
+
+  size_t whole = 0;
+  std::string first_bad;
+  for (const std::vector<uint64_t>& ips : chains) {
+    sframe::UnwindResult r;
+    r.frames = ips;
+    const vmtest::Chain chain = vmtest::Symbolize(r);
+    if (vmtest::ChainStartsWith(chain, vmtest::CpuZeroSpinner::FromLeaf()) ||
+        vmtest::ChainStartsWith(chain, vmtest::CpuZeroSpinner::FromMiddle()))
+      whole++;
+    else if (first_bad.empty())
+      first_bad = chain.Describe();
+    for (uint64_t ip : ips)
+      EXPECT_TRUE(ip >= 0x10000 && ip < 0x7ffffffff000ull) << std::hex << ip << " in\n"
+                                                           << chain.Describe();
+  }
+  RecordProperty("samples", std::to_string(chains.size()));
+  RecordProperty("whole", std::to_string(whole));
+  RecordProperty("callchain_served", std::to_string(after.served - before.served));
+  EXPECT_EQ(lost, 0u);
+  // 60 NMIs on CPU 0, where the spinner runs nearly all the time.
+  EXPECT_GE(chains.size(), 40u);
+  // The first samples may come before the deferred walk found the section.
+  EXPECT_GE(whole + 3, chains.size()) << "first not whole: " << first_bad;
+  // Each served by the module in the NMI, none left to perf's walk.
+  EXPECT_GE(after.served - before.served, chains.size());
+  EXPECT_EQ(after.declined, before.declined);
+  EXPECT_GE(after.discoveries - before.discoveries, 1u);
 }
 
 // The parameter switched on and off while perf records every CPU with

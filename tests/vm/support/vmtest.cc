@@ -1,10 +1,13 @@
 #include "vmtest.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <spawn.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
@@ -393,6 +396,95 @@ std::string TaskStates(pid_t pid) {
                   "/*; do echo \"${t##*/} $(sed 's/.*) //; s/ .*//' $t/stat)"
                   " $(cat $t/wchan)\"; cat $t/stack 2> /dev/null | head -20; done")
       .output;
+}
+
+namespace {
+std::atomic<bool> g_spin_stop{false};
+std::atomic<pid_t> g_spin_tid{0};
+volatile uint64_t g_spin_sink;
+}  // namespace
+
+VMTEST_NOIPA void NmiSpinLeaf() {
+  for (int i = 0; i < 1000; i++) g_spin_sink = g_spin_sink * 3 + 1;
+  VMTEST_BARRIER();
+}
+
+VMTEST_NOIPA void NmiSpinMiddle() {
+  while (!g_spin_stop.load(std::memory_order_relaxed)) NmiSpinLeaf();
+  VMTEST_BARRIER();
+}
+
+VMTEST_NOIPA void* NmiSpinThread(void*) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(0, &set);
+  sched_setaffinity(0, sizeof(set), &set);
+  g_spin_tid = static_cast<pid_t>(syscall(SYS_gettid));
+  NmiSpinMiddle();
+  VMTEST_BARRIER();
+  return nullptr;
+}
+
+CpuZeroSpinner::CpuZeroSpinner() {
+  g_spin_stop = false;
+  g_spin_tid = 0;
+  if (pthread_create(&thread_, nullptr, NmiSpinThread, nullptr) != 0) {
+    ADD_FAILURE() << "pthread_create failed";
+    return;
+  }
+  while (!g_spin_tid) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  tid_ = g_spin_tid;
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+}
+
+CpuZeroSpinner::~CpuZeroSpinner() {
+  if (!tid_) return;
+  g_spin_stop = true;
+  pthread_join(thread_, nullptr);
+}
+
+const std::vector<std::string>& CpuZeroSpinner::FromLeaf() {
+  static const std::vector<std::string> chain = {"vmtest::NmiSpinLeaf", "vmtest::NmiSpinMiddle",
+                                                 "vmtest::NmiSpinThread", kStartThread};
+  return chain;
+}
+
+const std::vector<std::string>& CpuZeroSpinner::FromMiddle() {
+  static const std::vector<std::string> chain = {"vmtest::NmiSpinMiddle", "vmtest::NmiSpinThread",
+                                                 kStartThread};
+  return chain;
+}
+
+namespace {
+bool WriteWholeFile(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+  f.flush();
+  return bool(f);
+}
+}  // namespace
+
+::testing::AssertionResult InjectNmis(int count, int interval_ms) {
+  static int requests = 0;
+  const char* results = std::getenv("SFRAME_VM_RESULTS");
+  if (!results) return ::testing::AssertionFailure() << "SFRAME_VM_RESULTS is not set";
+  std::string dir = std::string(results) + "/nmi/";
+  // Unique per request: a program may ask more than once.
+  std::string id = "vmtest." + std::to_string(getpid()) + "." + std::to_string(++requests);
+  if (!WriteWholeFile(dir + "tmp." + id, std::to_string(count) + " " + std::to_string(interval_ms)))
+    return ::testing::AssertionFailure() << "cannot write " << dir << "tmp." << id;
+  if (rename((dir + "tmp." + id).c_str(), (dir + "req." + id).c_str()) != 0)
+    return ::testing::AssertionFailure() << "cannot rename the NMI request";
+  for (int i = 0; i < 600; i++) {
+    std::ifstream done(dir + "done." + id);
+    std::string line;
+    if (done && std::getline(done, line)) {
+      if (line.find("sent") != std::string::npos) return ::testing::AssertionSuccess();
+      return ::testing::AssertionFailure() << "NMI request failed: " << line;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return ::testing::AssertionFailure() << "no answer to the NMI request in 60 s";
 }
 
 }  // namespace vmtest

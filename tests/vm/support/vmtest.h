@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include <pthread.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -220,6 +221,31 @@ long SlabObjects();
 // The same caches one by one: name -> active objects.  Empty if
 // /proc/slabinfo is unreadable.
 std::map<std::string, long> SlabCounts();
+
+// A thread of this process spinning on CPU 0, where qemu's NMIs land
+// (tests/vm/rig/README.md), in a known chain until destroyed:
+// NmiSpinLeaf < NmiSpinMiddle < NmiSpinThread < start_thread.
+class CpuZeroSpinner {
+ public:
+  CpuZeroSpinner();   // returns once it spins
+  ~CpuZeroSpinner();  // stops and joins it
+  CpuZeroSpinner(const CpuZeroSpinner&) = delete;
+  CpuZeroSpinner& operator=(const CpuZeroSpinner&) = delete;
+  pid_t tid() const { return tid_; }
+  // The functions of the chain an interruption of the spinner sees: from
+  // the leaf's loop, or from the middle's, between two calls.
+  static const std::vector<std::string>& FromLeaf();
+  static const std::vector<std::string>& FromMiddle();
+
+ private:
+  pthread_t thread_{};
+  pid_t tid_ = 0;
+};
+
+// Asks the host for count NMIs, interval_ms apart, and waits until qemu
+// raised them (every vCPU gets each one: qemu's monitor command `nmi`;
+// tests/vm/rig/README.md).  Root or uid 65534, inside the rig only.
+::testing::AssertionResult InjectNmis(int count, int interval_ms);
 
 }  // namespace vmtest
 

@@ -86,7 +86,7 @@ struct FileStoreStats {
 // of its own, so that Stats keeps its size.
 struct PerfCallchainStats {
   uint64_t served = 0;               // callchains whose user part the module walked
-  uint64_t declined = 0;             // left to perf's own walk (NMI, 32-bit task, ...)
+  uint64_t declined = 0;             // left to perf's own walk (32-bit task, guest, ...)
   uint64_t frames = 0;               // return addresses given to perf
   uint64_t fp_continued = 0;         // walks that went on by frame pointers
   uint64_t truncated = 0;            // walks ended by perf's max_stack

@@ -433,7 +433,7 @@ SFRAME_CLIENT_API int sframe_client_file_store_get_stats(struct sframe_client_de
 struct sframe_client_perf_callchain_stats {
 	size_t sz;                    /* in: sizeof(struct sframe_client_perf_callchain_stats) */
 	uint64_t served;              /* callchains whose user part the module walked */
-	uint64_t declined;            /* left to perf's own walk: NMI, 32-bit task, guest, recursion */
+	uint64_t declined;            /* left to perf's own walk: 32-bit task, guest, recursion */
 	uint64_t frames;              /* return addresses given to perf */
 	uint64_t fp_continued;        /* walks that went on by frame pointers */
 	uint64_t truncated;           /* walks ended by perf's max_stack */
