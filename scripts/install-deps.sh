@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Install everything the build and the tests need, with apt (Debian 12).
+# With BENCH=1 in the environment, also what only the benchmarks use.
 # With KERNELS=all in the environment (`make check KERNELS=all`), or a
 # KERNELS list naming 6.1-rt or 6.12-rt, also the PREEMPT_RT kernels and
 # their headers.
@@ -73,6 +74,9 @@ PKGS=(
 	linux-perf
 	# prof_vmtest: the files a recording opens, traced
 	strace
+	# perf_callchain_vmtest: BPF's user stacks (bpf_get_stack(), the same
+	# perf_callchain_user()) as bpftrace's ustack and bcc's profile ask them
+	bpftrace bpfcc-tools
 	# the flame graph's tests: its SVG parsed as XML (userlib/tests), and
 	# its script run by a headless browser (userlib/tests/flamegraph_browser_test.sh)
 	libxml2-dev chromium
@@ -102,6 +106,11 @@ rt_wanted() { # KERNELS: the RT kernel packages it asks for, one a line
 }
 mapfile -t rt_pkgs < <(rt_wanted "${KERNELS:-}" | sort -u)
 PKGS+=("${rt_pkgs[@]}")
+# With BENCH=1, what only the benchmarks use: hotspot (a reader of
+# perf.data, run headless under Xvfb by bench/hotspot_shot.sh, which
+# drives it with xdotool and turns the screen into PNG with netpbm), some
+# hundred packages of Qt and KDE that no test needs.
+[[ ${BENCH:-} == 1 ]] && PKGS+=(hotspot xvfb xauth xdotool netpbm)
 
 SUDO=()
 if [[ $(id -u) -ne 0 ]] && command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
