@@ -215,6 +215,8 @@ struct sframe_mm {
 	struct mm_struct *mm;
 	struct maple_tree sections; /* [text_start, text_end - 1] -> entry */
 	struct mutex lock;          /* serialises writers of sections */
+	/* The task changing sections now, under lock: see sframe_sections_write_begin(). */
+	struct task_struct *sections_writer;
 	unsigned int nr_entries;    /* under lock; sections and "none" */
 	unsigned int nr_sections;   /* under lock; sections only */
 	unsigned int nr_explicit;   /* under lock; registered or supplied */
@@ -233,6 +235,41 @@ struct sframe_mm {
 	bool dead;                  /* torn down; under sframe_mm_lock */
 	struct rcu_head rcu;
 };
+
+/*
+ * Why a writer of smm->sections says who it is.  The maple tree's RCU
+ * readers run beside a writer on another CPU: a reader that meets a node
+ * the writer is replacing starts again from the root, and the writer,
+ * going on meanwhile, soon leaves the tree whole.  But the walk also runs
+ * in interrupts and NMIs (the sample path, perf's callchains), and one of
+ * those can interrupt the writer on its own CPU, in the middle of a
+ * change: then the reader starts again for ever, as the writer cannot go
+ * on until the interrupt returns.  Seen on 6.1: an RCU stall, perf's
+ * hrtimer sample spinning in mtree_load() over the task's own insertion
+ * from its task work (discovery).  Writers are tasks holding smm->lock;
+ * only an interrupt of current can come in the middle of current's
+ * change.  So a reader that finds current here does not read the tree
+ * (sframe_registry_readable()); anywhere else it may.  Program order on
+ * one CPU is all that is needed: barrier() keeps the compiler from
+ * moving the tree's stores outside the marks.
+ */
+static void sframe_sections_write_begin(struct sframe_mm *smm)
+{
+	lockdep_assert_held(&smm->lock);
+	WRITE_ONCE(smm->sections_writer, current);
+	barrier();
+}
+
+static void sframe_sections_write_end(struct sframe_mm *smm)
+{
+	barrier();
+	WRITE_ONCE(smm->sections_writer, NULL);
+}
+
+bool sframe_registry_readable(const struct sframe_mm *smm)
+{
+	return READ_ONCE(smm->sections_writer) != current;
+}
 
 /*
  * mm -> sframe_mm.  Readers walk it under RCU.  mmu_notifier_get_locked()
@@ -453,10 +490,26 @@ static void sframe_mm_forget(struct sframe_mm *smm, struct sframe_entry *entry)
 	sframe_entry_free(entry);
 }
 
+/* Under smm->lock: entry into sections; -EEXIST if any part of its range is taken. */
+static int sframe_sections_insert(struct sframe_mm *smm,
+				  struct sframe_entry *entry)
+{
+	int ret;
+
+	sframe_sections_write_begin(smm);
+	ret = mtree_insert_range(&smm->sections, entry->range.text_start,
+				 entry->range.text_end - 1, entry,
+				 GFP_KERNEL_ACCOUNT);
+	sframe_sections_write_end(smm);
+	return ret;
+}
+
 /* Under smm->lock: forget entry (its text is gone or it is unregistered). */
 static void sframe_mm_erase(struct sframe_mm *smm, struct sframe_entry *entry)
 {
+	sframe_sections_write_begin(smm);
 	mtree_erase(&smm->sections, entry->range.text_start);
+	sframe_sections_write_end(smm);
 	sframe_mm_forget(smm, entry);
 }
 
@@ -473,9 +526,11 @@ static int sframe_mm_erase_nowait(struct sframe_mm *smm,
 		 entry->range.text_end - 1);
 	int ret;
 
+	sframe_sections_write_begin(smm);
 	mtree_lock(&smm->sections);
 	ret = mas_store_gfp(&mas, NULL, GFP_NOWAIT | __GFP_NOWARN);
 	mtree_unlock(&smm->sections);
+	sframe_sections_write_end(smm);
 	if (ret)
 		return ret;
 	sframe_mm_forget(smm, entry);
@@ -873,14 +928,9 @@ static int sframe_insert(struct mm_struct *mm, struct sframe_entry *entry,
 	}
 	/* A new identity for every insertion, a fork child's copies too. */
 	entry->range.id = atomic64_inc_return(&sframe_entry_seq);
-	/* Fails with -EEXIST if any part of the range is taken. */
-	ret = mtree_insert_range(&smm->sections, entry->range.text_start,
-				 entry->range.text_end - 1, entry,
-				 GFP_KERNEL_ACCOUNT);
+	ret = sframe_sections_insert(smm, entry);
 	if (ret == -EEXIST && sframe_mm_yield_discovered(smm, entry))
-		ret = mtree_insert_range(&smm->sections, entry->range.text_start,
-					 entry->range.text_end - 1, entry,
-					 GFP_KERNEL_ACCOUNT);
+		ret = sframe_sections_insert(smm, entry);
 	if (ret) {
 		if (entry->blob)
 			sframe_uncharge_supplied(smm,

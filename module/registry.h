@@ -121,6 +121,11 @@ struct sframe_mm *sframe_mm_find_for_walk(struct mm_struct *mm,
 					  struct sframe_row_cache **rows,
 					  u32 *gen);
 /*
+ * Whether the walk may read smm's sections here: false in an interrupt
+ * or NMI of the task that is changing them (registry.c says why).
+ */
+bool sframe_registry_readable(const struct sframe_mm *smm);
+/*
  * Copy the section covering pc into *range; false if none covers it.  With
  * *entry, its entry in the registry (NULL if none), and in *gen the
  * generation it was found under, for sframe_registry_find_rule().

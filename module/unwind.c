@@ -264,6 +264,13 @@ static int sframe_lookup_row(struct sframe_user_unwind *uw, unsigned long pc,
 {
 	int ret;
 
+	/*
+	 * An interrupt of the task while it changes this registry (its own
+	 * discovery, an munmap) would spin in the tree for ever: the walk
+	 * ends here, as a section it could not read.
+	 */
+	if (uw->smm && !sframe_registry_readable(uw->smm))
+		return sframe_step_error(uw, -EFAULT);
 	if (!sframe_find_range(uw, pc))
 		return SFRAME_STEP_UNCOVERED;
 
