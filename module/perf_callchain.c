@@ -84,22 +84,7 @@ static bool sframe_cc_filtered;    /* the ops' filter set; under the lock */
 static bool sframe_cc_on;          /* what the handler reads */
 static struct sframe_cc_scratch __percpu *sframe_cc_scratch;
 
-/*
- * What the hook did, per CPU: it runs in every context up to NMI, where
- * this_cpu_inc() (one instruction on x86) is safe and a shared atomic
- * would bounce between CPUs at every sample.  Summed for
- * SFRAME_IOC_GET_STATS (struct sframe_stats's callchain_*).
- */
-struct sframe_cc_counters {
-	u64 served;
-	u64 declined;
-	u64 frames;
-	u64 fp_continued;
-	u64 truncated;
-	u64 discoveries;
-	u64 discoveries_dropped;
-};
-static DEFINE_PER_CPU(struct sframe_cc_counters, sframe_cc_counters);
+DEFINE_PER_CPU(struct sframe_cc_counters, sframe_cc_counters);
 
 /*
  * Whether an NMI may read current's user memory.  An NMI can come in the
