@@ -22,9 +22,11 @@
  * The handler decides before it redirects, and what the module does not
  * serve runs the kernel's own code unchanged: a kernel thread or a user
  * worker (no user stack of its own), an exiting task, a task without an
- * mm, a 32-bit or vm86 task, a call with no room.  The replacement never
- * calls the original: on kernels built with IBT (Debian's 7.x is) the
- * original's ENDBR is sealed, only direct calls reach it.
+ * mm, a 32-bit or vm86 task, a call with no room, a call from outside a
+ * task (upstream has none: unwind_user_faultable() is its one caller).
+ * The replacement never calls the original: on kernels built with IBT
+ * (Debian's 7.x is) the original's ENDBR is sealed, only direct calls
+ * reach it.
  *
  * Unlike perf_callchain.c's walk, this one runs where faults are allowed:
  * the task itself, preemptible, about to return to user space.  So it has
@@ -95,9 +97,10 @@ static int notrace sframe_unwind_user(struct unwind_stacktrace *trace,
 	sframe_unwind_start(&uw, regs, SFRAME_UNWIND_F_ALL);
 	/*
 	 * unwind_user_faultable(), its only caller, runs in a task where it
-	 * may fault (might_fault()).  Should another caller not, the walk is
-	 * the interrupt's (perf_callchain.c's): no fault, no discovery, the
-	 * small budget.
+	 * may fault (might_fault()).  Should another caller call in a task
+	 * with preemption or faults off, the walk is the one that
+	 * perf_callchain.c does there: no fault, no discovery, the small
+	 * budget.
 	 */
 	nofault = !uw.can_sleep;
 	if (nofault) {
@@ -140,6 +143,14 @@ static bool sframe_dcc_serves(const struct unwind_stacktrace *trace,
 	struct pt_regs *regs;
 
 	if (!trace || !max_entries)
+		return false;
+	/*
+	 * Its one caller, unwind_user_faultable(), runs in a task.  Any
+	 * other context (an interrupt, an NMI) is left to the original's
+	 * walk: this one does not ask nmi_uaccess_okay() as
+	 * perf_callchain.c's does.
+	 */
+	if (!in_task())
 		return false;
 	if (!task->mm ||
 	    (task->flags & (PF_KTHREAD | PF_EXITING | SFRAME_PF_USER_WORKER)))
