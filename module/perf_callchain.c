@@ -52,6 +52,7 @@
 #include "compat.h"
 #include "deferred.h"
 #include "perf_callchain.h"
+#include "perf_deferred.h"
 #include "sframe_unwind.h"
 #include "unwind.h"
 
@@ -84,22 +85,7 @@ static bool sframe_cc_filtered;    /* the ops' filter set; under the lock */
 static bool sframe_cc_on;          /* what the handler reads */
 static struct sframe_cc_scratch __percpu *sframe_cc_scratch;
 
-/*
- * What the hook did, per CPU: it runs in every context up to NMI, where
- * this_cpu_inc() (one instruction on x86) is safe and a shared atomic
- * would bounce between CPUs at every sample.  Summed for
- * SFRAME_IOC_GET_STATS (struct sframe_stats's callchain_*).
- */
-struct sframe_cc_counters {
-	u64 served;
-	u64 declined;
-	u64 frames;
-	u64 fp_continued;
-	u64 truncated;
-	u64 discoveries;
-	u64 discoveries_dropped;
-};
-static DEFINE_PER_CPU(struct sframe_cc_counters, sframe_cc_counters);
+DEFINE_PER_CPU(struct sframe_cc_counters, sframe_cc_counters);
 
 /*
  * Whether an NMI may read current's user memory.  An NMI can come in the
@@ -269,11 +255,14 @@ static struct ftrace_ops sframe_cc_ops = {
 };
 
 /*
- * Hook or unhook, under the lock.  Unhooking returns once no CPU is in
- * the handler, its trampoline or the replacement: ftrace's shutdown waits
- * for RCU-tasks (every task voluntarily switched) and RCU-tasks-rude
- * (every CPU scheduled), and the replacement, called only where
- * preemption is off, never sleeps.
+ * Hook or unhook, under the lock: perf_callchain_user() and, where the
+ * kernel has it (7.x), unwind_user() for perf's deferred callchains
+ * (perf_deferred.c), both or neither.  Unhooking returns once no CPU is
+ * in the handler, its trampoline or the replacement: ftrace's shutdown
+ * waits for RCU-tasks (every task voluntarily switched) and
+ * RCU-tasks-rude (every CPU scheduled), and the replacement, called only
+ * where preemption is off, never sleeps (perf_deferred.c's may, and waits
+ * for its own).
  *
  * The ops' filter is set once and freed at module exit only:
  * ftrace_free_filter() frees the hashes without resetting the ops' pointers
@@ -289,6 +278,7 @@ static int sframe_cc_apply(bool on)
 	if (on == sframe_cc_registered)
 		return 0;
 	if (!on) {
+		sframe_dcc_unregister();
 		WRITE_ONCE(sframe_cc_on, false);
 		unregister_ftrace_function(&sframe_cc_ops);
 		sframe_unwind_deferred_set_walk(&sframe_cc_work, 0, 0);
@@ -319,6 +309,17 @@ static int sframe_cc_apply(bool on)
 		sframe_unwind_deferred_set_walk(&sframe_cc_work, 0, 0);
 		pr_warn("sframe_unwind: cannot replace %s: %d\n",
 			SFRAME_CC_SYMBOL, ret);
+		return ret;
+	}
+	/*
+	 * Then unwind_user(), where the kernel has it (it says why not).
+	 * The first ops is registered but never redirects yet
+	 * (sframe_cc_on): undone as it is, the switch stays off whole.
+	 */
+	ret = sframe_dcc_register();
+	if (ret) {
+		unregister_ftrace_function(&sframe_cc_ops);
+		sframe_unwind_deferred_set_walk(&sframe_cc_work, 0, 0);
 		return ret;
 	}
 	sframe_cc_registered = true;
@@ -359,7 +360,7 @@ static const struct kernel_param_ops sframe_cc_param_ops = {
 };
 module_param_cb(perf_callchain, &sframe_cc_param_ops, NULL, 0644);
 MODULE_PARM_DESC(perf_callchain,
-		 "perf's own user callchains (perf record -g, BPF's stacks) walked with SFrame (default: off)");
+		 "perf's own user callchains (perf record -g, BPF's stacks; on 7.x also --call-graph fp,defer) walked with SFrame (default: off)");
 
 void sframe_callchain_stats(struct sframe_stats *st)
 {
@@ -405,6 +406,7 @@ void sframe_callchain_exit(void)
 	if (sframe_cc_filtered)
 		ftrace_free_filter(&sframe_cc_ops);
 	sframe_cc_filtered = false;
+	sframe_dcc_exit();
 	mutex_unlock(&sframe_cc_lock);
 	free_percpu(sframe_cc_scratch);
 	sframe_cc_scratch = NULL;

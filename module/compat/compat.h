@@ -159,6 +159,28 @@ static inline unsigned long sframe_function_entry(unsigned long kprobe_addr)
 #endif
 
 /*
+ * unwind_user() (kernel/unwind/user.c, 7.x: perf's deferred user
+ * callchains), which perf_deferred.c replaces where Kbuild found it
+ * (SFRAME_HAVE_UNWIND_USER: CONFIG_UNWIND_USER, and its header).  The
+ * ftrace handler reads its arguments from the registers of its ftrace
+ * site (trace in rdi, max_entries in rsi), and the replacement, which the
+ * call then reaches with the same registers, fills trace->entries[0..nr)
+ * with unsigned longs: so the prototype and the struct must be these.
+ */
+#ifdef SFRAME_HAVE_UNWIND_USER
+#include <linux/unwind_user.h>
+static_assert(__builtin_types_compatible_p(typeof(&unwind_user),
+					   int (*)(struct unwind_stacktrace *,
+						   unsigned int)),
+	      "unwind_user() has a prototype perf_deferred.c does not know");
+static_assert(__builtin_types_compatible_p(typeof(((struct unwind_stacktrace *)0)->nr),
+					   unsigned int) &&
+	      __builtin_types_compatible_p(typeof(((struct unwind_stacktrace *)0)->entries),
+					   unsigned long *),
+	      "struct unwind_stacktrace is not what perf_deferred.c fills");
+#endif
+
+/*
  * Threads of a user process that never return to user space (io_uring's
  * workers; 6.4 added vhost's and named them all user workers).
  */

@@ -1,7 +1,8 @@
 // Stock perf's own callchains walked with SFrame (module/perf_callchain.c,
-// issue 31, the synchronous part): `perf record -g` of a program built
-// without frame pointers, with the module's perf_callchain parameter off
-// and on, read back with `perf script`.
+// issue 31, the synchronous part; on 7.x also module/perf_deferred.c, the
+// deferred part): `perf record -g` (and on 7.x `perf record --call-graph
+// fp,defer`) of a program built without frame pointers, with the module's
+// perf_callchain parameter off and on, read back with `perf script`.
 //
 // The program is session_workload spinning in wl_spin_leaf < wl_spin_c <
 // wl_spin_b < wl_spin_a < main (its own .sframe, no frame pointers), told
@@ -98,13 +99,17 @@ struct Recorded {
   std::string bad_chains;    // the first few chains with one, for the failure message
 };
 
-// perf record -g of the workload for seconds, then perf script.
-Recorded Record(const std::string& dir, int seconds) {
+// perf record of the workload for seconds with callchains (callgraph:
+// perf record's option, "-g" or "--call-graph fp,defer"), then perf
+// script, which merges deferred user callchains with their samples by
+// default (perf 7.3's --merge-callchains).
+Recorded Record(const std::string& dir, int seconds, const std::string& callgraph = "-g") {
   Recorded r;
   const std::string data = dir + "/perf.data";
   const std::string workload = vmtest::NextToSelf("session_workload");
-  ShellResult rec = RunShell("cd " + dir + " && SFRAME_WORKLOAD_NO_REGISTER=1 perf record -q -B -g -e cpu-clock:u -F 999 -o " +
-                             data + " -- " + workload + " spin " + std::to_string(seconds));
+  ShellResult rec = RunShell("cd " + dir + " && SFRAME_WORKLOAD_NO_REGISTER=1 perf record -q -B " +
+                             callgraph + " -e cpu-clock:u -F 999 -o " + data + " -- " + workload +
+                             " spin " + std::to_string(seconds));
   r.log = rec.output;
   if (rec.status != 0) {
     r.status = rec.status;
@@ -156,9 +161,23 @@ class PerfCallchainTest : public ::testing::Test {
   std::string dir_;
 };
 
-bool Hooked() {
-  return ReadFile("/sys/kernel/tracing/enabled_functions").find("perf_callchain_user") !=
-         std::string::npos;
+// Whether ftrace lists the kernel function fn as hooked (a line of
+// enabled_functions is the name, a space, the counts and flags).
+bool HookedFunction(const std::string& fn) {
+  std::istringstream in(ReadFile("/sys/kernel/tracing/enabled_functions"));
+  std::string line;
+  while (std::getline(in, line))
+    if (line.compare(0, fn.size() + 1, fn + " ") == 0) return true;
+  return false;
+}
+bool Hooked() { return HookedFunction("perf_callchain_user"); }
+
+// Whether the kernel has unwind_user(), traceable (7.x: perf's deferred
+// user callchains, perf record --call-graph fp,defer), which the module
+// then replaces with perf_callchain_user() (module/perf_deferred.c).
+// 6.1 and 6.12 have neither the function nor perf's defer.
+bool KernelHasUnwindUser() {
+  return RunShell("grep -qx unwind_user /sys/kernel/tracing/available_filter_functions").status == 0;
 }
 
 // Off by default: perf_callchain_user() is not hooked, and perf walks frame
@@ -220,6 +239,66 @@ TEST_F(PerfCallchainTest, PerfRecordGReachesMainOnlyWithTheParameterOn) {
   EXPECT_GE(on.complete * 100, on.with_leaf * 95) << on.complete << " of " << on.with_leaf;
   // perf's own walk stores what it reads where frame pointers would be:
   // garbage, for this program (not checked).  The module's, never.
+  RecordProperty("off_bad_addresses", std::to_string(off.bad_addresses));
+  EXPECT_EQ(on.bad_addresses, 0u) << "chains with one:\n" << on.bad_chains;
+}
+
+// perf's deferred user callchains (7.x: perf record --call-graph fp,defer):
+// the user part of each sample is walked when the task returns to user
+// space, by unwind_user() (frame pointers only), and perf script merges
+// it with its sample.  Off, this program's stacks end early as with -g;
+// on, the module's walk replaces unwind_user() (module/perf_deferred.c)
+// and reaches main.  That walk runs in the task, where it discovers the
+// program's section itself: no deferred discovery is asked for, and the
+// first samples are whole too.
+TEST_F(PerfCallchainTest, PerfRecordDeferReachesMainOnlyWithTheParameterOn) {
+  if (!IsRoot()) GTEST_SKIP() << "perf and the parameter are root's";
+  if (!KernelHasUnwindUser())
+    GTEST_SKIP() << "no traceable unwind_user() in this kernel (7.x only): no deferred callchains";
+  ASSERT_EQ(ReadFile(kParam), "N\n") << "perf_callchain is not off by default";
+  ASSERT_FALSE(HookedFunction("unwind_user"));
+  const std::string defer = "--call-graph fp,defer";
+  sframe::Device dev;
+  const sframe::PerfCallchainStats before = dev.perf_callchain_stats();
+  const Recorded off = Record(dir_, 1, defer);
+  ASSERT_EQ(off.status, 0) << off.log;
+  const sframe::PerfCallchainStats after_off = dev.perf_callchain_stats();
+
+  Recorded on;
+  {
+    vmtest::ScopedModuleParam param("perf_callchain", "Y");
+    ASSERT_TRUE(param.ok());
+    EXPECT_TRUE(HookedFunction("unwind_user")) << ReadFile("/sys/kernel/tracing/enabled_functions");
+    EXPECT_TRUE(Hooked());
+    on = Record(dir_, 2, defer);
+  }
+  EXPECT_FALSE(HookedFunction("unwind_user")) << "still hooked after the parameter went back off";
+  ASSERT_EQ(on.status, 0) << on.log;
+  const sframe::PerfCallchainStats after_on = dev.perf_callchain_stats();
+
+  // Nothing while off.  While on, one walk per kernel entry whose user
+  // stack perf asked for: each sample here is taken in the hrtimer
+  // interrupt from user mode (cpu-clock:u), an entry of its own, so at
+  // least one walk per merged chain, each with 4 callers up to main.
+  // Every task perf samples here is 64-bit and alive when walked (an
+  // exiting task's deferred walk never calls unwind_user()).
+  EXPECT_EQ(after_off.served, before.served);
+  EXPECT_EQ(after_off.frames, before.frames);
+  const uint64_t served = after_on.served - after_off.served;
+  const uint64_t frames = after_on.frames - after_off.frames;
+  RecordProperty("callchain_served", std::to_string(served));
+  RecordProperty("callchain_frames", std::to_string(frames));
+  RecordProperty("callchain_declined", std::to_string(after_on.declined - after_off.declined));
+  EXPECT_GE(served, on.complete);
+  EXPECT_GE(frames, on.complete * (kSpinChain.size() - 1));
+  EXPECT_EQ(after_on.declined, after_off.declined);
+
+  RecordProperty("off", std::to_string(off.complete) + "/" + std::to_string(off.with_leaf));
+  RecordProperty("on", std::to_string(on.complete) + "/" + std::to_string(on.with_leaf));
+  EXPECT_GE(off.with_leaf, 300u) << off.log;
+  EXPECT_GE(on.with_leaf, 600u) << on.log;
+  EXPECT_LE(off.complete * 2, off.with_leaf) << "the kernel's frame-pointer walk reached main";
+  EXPECT_GE(on.complete * 100, on.with_leaf * 95) << on.complete << " of " << on.with_leaf;
   RecordProperty("off_bad_addresses", std::to_string(off.bad_addresses));
   EXPECT_EQ(on.bad_addresses, 0u) << "chains with one:\n" << on.bad_chains;
 }
@@ -411,32 +490,35 @@ TEST_F(PerfCallchainTest, SamplesInsideTheTasksOwnRegistryChangeEndCleanly) {
 // The parameter switched on and off while perf records every CPU with
 // callchains: no oops (the rig stops at one), each switch succeeds, and
 // perf's data stays whole.  Each switch off waits for RCU-tasks (about
-// 0.35 s under emulation): 50 here, and as many as
-// SFRAME_PERF_CALLCHAIN_SWITCHES says in a run of its own (the issue's
-// 1,000: SFRAME_VM_TEST_ENV=SFRAME_PERF_CALLCHAIN_SWITCHES=1000 with
-// run-vm.sh).
+// 0.35 s under emulation; twice more on 7.x, for unwind_user()'s hook):
+// 50 here, and as many as SFRAME_PERF_CALLCHAIN_SWITCHES says in a run of
+// its own (the issue's 1,000: SFRAME_VM_TEST_ENV=SFRAME_PERF_CALLCHAIN_SWITCHES=1000
+// with run-vm.sh).
 int Switches() {
   const char* env = std::getenv("SFRAME_PERF_CALLCHAIN_SWITCHES");
   const int n = env ? std::atoi(env) : 0;
   return n > 0 ? n : 50;
 }
-TEST_F(PerfCallchainTest, SwitchedOnAndOffUnderPerfRecordA) {
-  if (!IsRoot()) GTEST_SKIP() << "perf and the parameter are root's";
-  const std::string script = dir_ + "/toggle.sh";
-  const int kSwitches = Switches();
+
+// Switches the parameter Switches() times under perf record -a of every
+// CPU with callgraph (perf record's option) while the workload spins, then
+// reads the recording back: its output, and whether it all went well.
+ShellResult SwitchUnderPerfRecordA(const std::string& dir, const std::string& callgraph) {
+  const std::string script = dir + "/toggle.sh";
+  const int switches = Switches();
   {
     std::ofstream out(script);
-    out << "cd " << dir_ << "\n"
+    out << "cd " << dir << "\n"
         << "SFRAME_WORKLOAD_NO_REGISTER=1 " << vmtest::NextToSelf("session_workload")
         << " spin 600 > /dev/null & w=$!\n"
-        << "perf record -q -B -a -g -e cpu-clock -F 2000 -o all.data & p=$!\n"
+        << "perf record -q -B -a " << callgraph << " -e cpu-clock -F 2000 -o all.data & p=$!\n"
         << "sleep 2\n"
         << "t0=$(date +%s.%N)\n"
-        << "for i in $(seq " << kSwitches << "); do\n"
+        << "for i in $(seq " << switches << "); do\n"
         << "  echo Y > " << kParam << " && echo N > " << kParam
         << " || { echo \"switch $i failed\"; kill $w; kill -INT $p; exit 1; }\n"
         << "done\n"
-        << "echo \"" << kSwitches << " switches in $(awk -v a=$(date +%s.%N) -v b=$t0 'BEGIN { printf \"%.1f\", a - b }') s\"\n"
+        << "echo \"" << switches << " switches in $(awk -v a=$(date +%s.%N) -v b=$t0 'BEGIN { printf \"%.1f\", a - b }') s\"\n"
         << "kill -INT $p; wait $p; rc=$?\n"
         << "kill $w; wait $w\n"
         // 130: stopped by SIGINT, as by ^C
@@ -445,11 +527,37 @@ TEST_F(PerfCallchainTest, SwitchedOnAndOffUnderPerfRecordA) {
         << "echo \"$n frames in wl_spin_leaf\"\n"
         << "[ \"$n\" -gt 0 ]\n";
   }
-  ShellResult r = RunShell("bash " + script);
+  return RunShell("bash " + script);
+}
+
+TEST_F(PerfCallchainTest, SwitchedOnAndOffUnderPerfRecordA) {
+  if (!IsRoot()) GTEST_SKIP() << "perf and the parameter are root's";
+  ShellResult r = SwitchUnderPerfRecordA(dir_, "-g");
   EXPECT_EQ(r.status, 0) << r.output;
   RecordProperty("output", r.output);
   EXPECT_EQ(ReadFile(kParam), "N\n");
   EXPECT_FALSE(Hooked());
+}
+
+// The same with perf's deferred callchains (7.x): unwind_user()'s hook is
+// switched with the other, and its replacement, which may sleep in a page
+// fault, runs in the tasks perf samples all along: each switch off waits
+// for the walks in flight.  The counters say that it did run.
+TEST_F(PerfCallchainTest, SwitchedOnAndOffUnderPerfRecordADefer) {
+  if (!IsRoot()) GTEST_SKIP() << "perf and the parameter are root's";
+  if (!KernelHasUnwindUser())
+    GTEST_SKIP() << "no traceable unwind_user() in this kernel (7.x only): no deferred callchains";
+  sframe::Device dev;
+  const sframe::PerfCallchainStats before = dev.perf_callchain_stats();
+  ShellResult r = SwitchUnderPerfRecordA(dir_, "--call-graph fp,defer");
+  const sframe::PerfCallchainStats after = dev.perf_callchain_stats();
+  EXPECT_EQ(r.status, 0) << r.output;
+  RecordProperty("output", r.output);
+  RecordProperty("callchain_served", std::to_string(after.served - before.served));
+  EXPECT_GT(after.served, before.served);
+  EXPECT_EQ(ReadFile(kParam), "N\n");
+  EXPECT_FALSE(Hooked());
+  EXPECT_FALSE(HookedFunction("unwind_user"));
 }
 
 // `sframe-client perf on|off|status`: the switch as a user would turn it.
@@ -474,7 +582,11 @@ TEST_F(PerfCallchainTest, SframeClientPerfSwitchesItForRootOnly) {
     EXPECT_EQ(ReadFile(kParam), "N\n");
     return;
   }
-  EXPECT_NE(st.output.find("replaced by the module: no"), std::string::npos) << st.output;
+  EXPECT_NE(st.output.find("perf_callchain_user replaced by the module: no\n"), std::string::npos)
+      << st.output;
+  EXPECT_NE(st.output.find("unwind_user (--call-graph fp,defer) replaced by the module: no\n"),
+            std::string::npos)
+      << st.output;
   ShellResult on = RunShell(tool + " perf on");
   EXPECT_EQ(on.status, 0) << on.output;
   EXPECT_EQ(ReadFile(kParam), "Y\n");
@@ -482,11 +594,20 @@ TEST_F(PerfCallchainTest, SframeClientPerfSwitchesItForRootOnly) {
   st = RunShell(tool + " perf status");
   EXPECT_EQ(st.status, 0) << st.output;
   EXPECT_NE(st.output.find("perf_callchain: on"), std::string::npos) << st.output;
-  EXPECT_NE(st.output.find("replaced by the module: yes"), std::string::npos) << st.output;
+  EXPECT_NE(st.output.find("perf_callchain_user replaced by the module: yes\n"), std::string::npos)
+      << st.output;
+  // unwind_user() with it where the kernel has it (7.x), else said so.
+  EXPECT_NE(st.output.find(KernelHasUnwindUser()
+                               ? "unwind_user (--call-graph fp,defer) replaced by the module: yes\n"
+                               : "unwind_user (--call-graph fp,defer) replaced by the module: no "
+                                 "(this kernel has none: 7.x only)\n"),
+            std::string::npos)
+      << st.output;
   ShellResult off = RunShell(tool + " perf off");
   EXPECT_EQ(off.status, 0) << off.output;
   EXPECT_EQ(ReadFile(kParam), "N\n");
   EXPECT_FALSE(Hooked());
+  EXPECT_FALSE(HookedFunction("unwind_user"));
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // sframe-client perf on|off|status: the module's perf_callchain parameter,
 // which makes stock perf's user callchains (perf record -g, BPF's user
-// stacks) walked with SFrame (module/perf_callchain.c).
+// stacks; on 7.x also perf record --call-graph fp,defer) walked with SFrame
+// (module/perf_callchain.c, module/perf_deferred.c).
 //
 // The switch is the parameter itself, not an ioctl: it is root's (mode
 // 0644 in sysfs), as perf's own settings in /proc/sys/kernel are, and a
@@ -25,6 +26,9 @@ namespace {
 const char kParam[] = "/sys/module/sframe_unwind/parameters/perf_callchain";
 const char kEnabled[] = "/sys/kernel/tracing/enabled_functions";
 const char kHooked[] = "perf_callchain_user";
+// perf's deferred user callchains (7.x), hooked with the other where the
+// kernel has it.
+const char kHookedDeferred[] = "unwind_user";
 const char kModprobeConf[] = "/etc/modprobe.d/sframe-unwind-perf.conf";
 
 int perf_usage(FILE* out) {
@@ -50,7 +54,7 @@ std::string why(int err, bool writing) {
     case EBUSY:
       return std::string("another ftrace user that modifies the instruction pointer (a "
                          "livepatch?) holds ") +
-             kHooked;
+             kHooked + " or " + kHookedDeferred;
     default:
       return std::strerror(err);
   }
@@ -76,17 +80,16 @@ int write_switch(bool on) {
   return 0;
 }
 
-// Whether ftrace lists the function as hooked: "yes", "no", or why it
+// Whether ftrace lists the function fn as hooked: "yes", "no", or why it
 // cannot tell (tracefs is root's).
-std::string hooked_now() {
+std::string hooked_now(const std::string& fn) {
   std::ifstream in(kEnabled);
   if (!in) {
     return std::string("unknown (") + kEnabled + ": " + std::strerror(errno) + ")";
   }
   std::string line;
   while (std::getline(in, line)) {
-    if (line.compare(0, sizeof(kHooked) - 1, kHooked) == 0 &&
-        (line.size() == sizeof(kHooked) - 1 || line[sizeof(kHooked) - 1] == ' ')) {
+    if (line.compare(0, fn.size(), fn) == 0 && (line.size() == fn.size() || line[fn.size()] == ' ')) {
       return "yes";
     }
   }
@@ -101,9 +104,15 @@ int status() {
     return 1;
   }
   std::printf("perf_callchain: %s (%s)\n", v ? "on" : "off", kParam);
-  std::printf("%s replaced by the module: %s\n", kHooked, hooked_now().c_str());
+  std::printf("%s replaced by the module: %s\n", kHooked, hooked_now(kHooked).c_str());
+  // Switched on, the module hooks both or neither (the switch fails): on
+  // and not hooked, the kernel has no unwind_user() (before 7.x).
+  std::string deferred = hooked_now(kHookedDeferred);
+  if (v && deferred == "no") deferred += " (this kernel has none: 7.x only)";
+  std::printf("%s (--call-graph fp,defer) replaced by the module: %s\n", kHookedDeferred,
+              deferred.c_str());
   std::printf(
-      "%s: perf record -g and BPF's user stacks are walked by %s\n"
+      "%s: perf record -g, --call-graph fp,defer (7.x) and BPF's user stacks are walked by %s\n"
       "to keep it on after a reboot: echo 'options sframe_unwind perf_callchain=1' > %s\n",
       v ? "on" : "off", v ? "the module, with SFrame" : "perf, by frame pointers", kModprobeConf);
   // What the hook did since the module was loaded (all processes).
