@@ -40,13 +40,13 @@ log() { echo "perf_tools: $(date +%T) $*" | tee -a "$OUT/phases.txt"; }
 # shellcheck source=guest_common.sh
 . "$(dirname "${BASH_SOURCE[0]}")/guest_common.sh"
 
-# One process that runs far longer than the three profilers take: the
-# loops of bench/guest_common.sh's python3 and perl workloads, a hundred
-# times longer.  Killed when the profilers are done.
+# One process that runs until the three profilers are done with it (then
+# killed): the loops of bench/guest_common.sh's python3 and perl
+# workloads, repeated.
 long_command() { # NAME
 	case $1 in
-	python3) echo "/usr/bin/python3 -c 'sum(i*i for i in range(150000000))'" ;;
-	perl) echo "/usr/bin/perl -e '\$s=0; for \$i (1..150000000) { \$s += \$i*\$i }'" ;;
+	python3) echo "/usr/bin/python3 -c 'while True: sum(i*i for i in range(1500000))'" ;;
+	perl) echo "/usr/bin/perl -e 'while (1) { \$s=0; for \$i (1..1500000) { \$s += \$i*\$i } }'" ;;
 	esac
 }
 
@@ -74,26 +74,37 @@ switch() { # Y|N
 	[ "$(cat "$PARAM")" = "$1" ] || { log "perf_callchain: wrote $1, reads $(cat "$PARAM")"; fail=1; }
 }
 
+alive() { # NAME PID SWITCH WHAT
+	kill -0 "$2" 2> /dev/null && return 0
+	log "$1 $3: the process is gone before $4"
+	fail=1
+	return 1
+}
+
 profile_three() { # NAME PID SWITCH
 	local p=$OUT/$1.$3 pid=$2 t0
 	switch "$3"
+	rm -f "$W/perf.data"
 	$CLIENT stats > "$p.stats0" 2>&1
 	t0=$(now)
 	perf record -g -e cpu-clock -F "$HZ" -p "$pid" -o "$W/perf.data" -- sleep "$SECONDS_EACH" \
 		> /dev/null 2> "$p.perf.log" || { log "$1 $3: perf record failed"; fail=1; }
 	perf script -i "$W/perf.data" -F comm,tid,ip,sym,dso --no-inline > "$p.perf.script" \
 		2>> "$p.perf.log"
-	cp "$W/perf.data" "$p.perf.data"
+	cp "$W/perf.data" "$p.perf.data" 2> /dev/null
 	log "$1 $3: perf record -g $(since "$t0") s"
+	alive "$1" "$pid" "$3" bpftrace
 	t0=$(now)
 	bpftrace -e "profile:hz:$HZ /pid == $pid/ { @[ustack] = count(); }
 		interval:s:$SECONDS_EACH { exit(); }" > "$p.bpftrace" 2> "$p.bpftrace.log" ||
 		{ log "$1 $3: bpftrace failed"; fail=1; }
 	log "$1 $3: bpftrace $(since "$t0") s"
+	alive "$1" "$pid" "$3" profile-bpfcc
 	t0=$(now)
 	profile-bpfcc -U -f -F "$HZ" -p "$pid" "$SECONDS_EACH" > "$p.bcc" 2> "$p.bcc.log" ||
 		{ log "$1 $3: profile-bpfcc failed"; fail=1; }
 	log "$1 $3: profile-bpfcc $(since "$t0") s"
+	alive "$1" "$pid" "$3" "the end"
 	$CLIENT stats > "$p.stats1" 2>&1
 	switch N
 }

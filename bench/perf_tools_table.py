@@ -35,7 +35,8 @@ def info(d):
 
 
 def reaches_main(names):
-    return any(ROOT.match(function(n)) for n in names)
+    # bpftrace writes a frame "sym+DECIMAL", perf "sym+0xHEX".
+    return any(ROOT.match(function(re.sub(r"\+\d+$", "", n))) for n in names)
 
 
 def perf_tally(path):
