@@ -285,19 +285,25 @@ struct sframe_stats {
 				   written, opened for writing, truncated or
 				   deleted, ever */
 	/* Since SFRAME_STATS_SIZE_VER3: perf's own user callchains (perf
-	   record -g, BPF's stacks) while the module's parameter
-	   perf_callchain is on; all ever, all processes. */
+	   record -g, BPF's stacks; on Linux 7.x also perf's deferred ones,
+	   --call-graph fp,defer, walked by the kernel's unwind_user()) while
+	   the module's parameter perf_callchain is on; all ever, all
+	   processes. */
 	__u64 callchain_served;   /* callchains whose user part the module
 				     walked */
 	__u64 callchain_declined; /* left to perf's own walk: of a 32-bit
 				     task, a guest, a task without user
-				     memory, or recursion */
+				     memory, or recursion (deferred: also
+				     of an exiting task or a kernel
+				     thread) */
 	__u64 callchain_frames;   /* return addresses the module gave perf
 				     (after each sampled PC) */
 	__u64 callchain_fp_continued; /* walks that went on by frame
 					 pointers where SFrame had no row */
 	__u64 callchain_truncated; /* walks ended by perf's own bound
-				      (max_stack, the callchain full) */
+				      (max_stack, the callchain full;
+				      deferred: unwind_user()'s
+				      max_entries) */
 	__u64 callchain_discoveries; /* deferred walks asked for, to find
 					the sections of mappings not looked
 					at yet (at the task's return to user

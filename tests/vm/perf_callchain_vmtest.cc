@@ -490,7 +490,8 @@ TEST_F(PerfCallchainTest, SamplesInsideTheTasksOwnRegistryChangeEndCleanly) {
 // The parameter switched on and off while perf records every CPU with
 // callchains: no oops (the rig stops at one), each switch succeeds, and
 // perf's data stays whole.  Each switch off waits for RCU-tasks (about
-// 0.35 s under emulation; twice more on 7.x, for unwind_user()'s hook):
+// 0.35 s under emulation), three times on 7.x, where unwind_user() is
+// unhooked too (50 switches in 42 to 64 s on 7.3, single-threaded TCG):
 // 50 here, and as many as SFRAME_PERF_CALLCHAIN_SWITCHES says in a run of
 // its own (the 1,000: SFRAME_VM_TEST_ENV=SFRAME_PERF_CALLCHAIN_SWITCHES=1000
 // with run-vm.sh).
