@@ -26,11 +26,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -63,6 +65,7 @@ std::string ReadFile(const std::string& path) {
 struct Frame {
   uint64_t ip = 0;
   std::string sym;
+  std::string dso;  // with -F ...,dso: the file, as perf names it
 };
 using Chain = std::vector<Frame>;
 
@@ -83,7 +86,11 @@ std::vector<Chain> ParseScript(const std::string& text) {
     char* end = nullptr;
     const uint64_t ip = std::strtoull(addr.c_str(), &end, 16);
     if (end == addr.c_str() || *end) continue;  // not a frame line
-    cur.push_back({ip, sym.substr(0, sym.find('+'))});
+    std::string dso;
+    const size_t open = line.rfind(" (");
+    if (open != std::string::npos && line.back() == ')')
+      dso = line.substr(open + 2, line.size() - open - 3);
+    cur.push_back({ip, sym.substr(0, sym.find('+')), dso});
   }
   if (!cur.empty()) out.push_back(cur);
   return out;
@@ -451,7 +458,7 @@ TEST_F(PerfCallchainTest, PerfSamplesTakenInNmiAreWhole) {
 TEST_F(PerfCallchainTest, SamplesInsideTheTasksOwnRegistryChangeEndCleanly) {
   if (!IsRoot()) GTEST_SKIP() << "the parameter is root's";
   const char* env = std::getenv("SFRAME_REGISTRY_CHANGE_SECONDS");
-  const int seconds = env && std::atoi(env) > 0 ? std::atoi(env) : 20;
+  const int seconds = env && std::atoi(env) > 0 ? std::atoi(env) : 10;
   sframe::Device dev;
   vmtest::SyntheticSections synthetic(96, 16);
   vmtest::ScopedModuleParam param("perf_callchain", "Y");
@@ -504,38 +511,132 @@ int Switches() {
 // Switches the parameter Switches() times under perf record -a of every
 // CPU with callgraph (perf record's option) while the workload spins, then
 // reads the recording back: its output, and whether it all went well.
-ShellResult SwitchUnderPerfRecordA(const std::string& dir, const std::string& callgraph) {
+// And whether the callchains are sound: in each of the workload's samples
+// that reaches main, every user frame after the first (the sampled PC)
+// follows a call instruction, read from the workload's own memory while it
+// still runs (vmtest::FollowsCall).  Only those: the samples taken while
+// the switch was off are perf's own frame-pointer walk of a program
+// without frame pointers, which never reaches main (the test above) and
+// stores whatever words it finds, as it always has.
+struct SwitchRun {
+  ShellResult shell;
+  size_t chains_to_main = 0;  // the workload's samples reaching main
+  size_t frames_checked = 0;
+  size_t frames_not_after_call = 0;
+  std::string first_bad;
+};
+SwitchRun SwitchUnderPerfRecordA(const std::string& dir, const std::string& callgraph) {
   const std::string script = dir + "/toggle.sh";
   const int switches = Switches();
   {
     std::ofstream out(script);
     out << "cd " << dir << "\n"
         << "SFRAME_WORKLOAD_NO_REGISTER=1 " << vmtest::NextToSelf("session_workload")
-        << " spin 600 > /dev/null & w=$!\n"
+        // Its output away from the test's pipe, which it outlives.
+        << " spin 600 > /dev/null 2>&1 & w=$!\n"
+        << "echo $w > workload.pid\n"
         << "perf record -q -B -a " << callgraph << " -e cpu-clock -F 2000 -o all.data & p=$!\n"
-        << "sleep 2\n"
+        // Under emulation perf takes seconds to start sampling: the
+        // switching starts once samples come in (the file grows past what
+        // perf writes first), at most a minute later.
+        << "s0=; for i in $(seq 120); do sleep 0.5; s=$(stat -c %s all.data 2> /dev/null || echo 0)\n"
+        << "  [ -z \"$s0\" ] && [ \"$s\" -gt 0 ] && s0=$s\n"
+        << "  [ -n \"$s0\" ] && [ \"$s\" -gt $((s0 + 65536)) ] && break; done\n"
         << "t0=$(date +%s.%N)\n"
+        // Each time on for 20 ms, so that some samples are the module's.
         << "for i in $(seq " << switches << "); do\n"
-        << "  echo Y > " << kParam << " && echo N > " << kParam
-        << " || { echo \"switch $i failed\"; kill $w; kill -INT $p; exit 1; }\n"
+        << "  echo Y > " << kParam << " && sleep 0.02 && echo N > " << kParam
+        << " || { echo \"switch $i failed\"; kill -INT $p; exit 1; }\n"
         << "done\n"
         << "echo \"" << switches << " switches in $(awk -v a=$(date +%s.%N) -v b=$t0 'BEGIN { printf \"%.1f\", a - b }') s\"\n"
         << "kill -INT $p; wait $p; rc=$?\n"
-        << "kill $w; wait $w\n"
         // 130: stopped by SIGINT, as by ^C
         << "[ $rc = 0 ] || [ $rc = 130 ] || { echo \"perf record exited $rc\"; exit 1; }\n"
-        << "n=$(perf script -i all.data -F ip,sym 2> /dev/null | grep -c wl_spin_leaf)\n"
+        << "perf script -i all.data --pid $w -F ip,sym,dso > workload.chains 2> /dev/null || "
+        << "{ echo \"perf script failed\"; exit 1; }\n"
+        << "echo \"$(perf script -i all.data -F tid 2> /dev/null | wc -l) samples, "
+        << "$(perf script -i all.data --pid $w -F tid 2> /dev/null | wc -l) of the workload\"\n"
+        << "n=$(grep -c wl_spin_leaf workload.chains)\n"
         << "echo \"$n frames in wl_spin_leaf\"\n"
         << "[ \"$n\" -gt 0 ]\n";
   }
-  return RunShell("bash " + script);
+  SwitchRun run;
+  run.shell = RunShell("bash " + script);
+  const pid_t workload = static_cast<pid_t>(std::atoi(ReadFile(dir + "/workload.pid").c_str()));
+  if (workload <= 0) return run;
+  // perf script gives a user frame's address in its file (the offset
+  // map__map_ip() makes): back to the process's address by its mapping.
+  struct Mapping {
+    uint64_t start, end, pgoff;
+    std::string path;
+  };
+  std::vector<Mapping> maps;
+  {
+    std::istringstream in(ReadFile("/proc/" + std::to_string(workload) + "/maps"));
+    std::string line;
+    while (std::getline(in, line)) {
+      Mapping m{};
+      char perms[8] = "", path[512] = "";
+      unsigned long long a, b, off;
+      if (std::sscanf(line.c_str(), "%llx-%llx %7s %llx %*s %*s %511s", &a, &b, perms, &off, path) == 5 &&
+          perms[2] == 'x') {
+        m.start = a, m.end = b, m.pgoff = off, m.path = path;
+        maps.push_back(m);
+      }
+    }
+  }
+  auto absolute = [&maps](const Frame& f, uint64_t* out) {
+    for (const Mapping& m : maps)
+      if (m.path == f.dso && f.ip >= m.pgoff && f.ip - m.pgoff < m.end - m.start) {
+        *out = m.start + (f.ip - m.pgoff);
+        return true;
+      }
+    return false;
+  };
+  std::set<uint64_t> checked;
+  for (const Chain& c : ParseScript(ReadFile(dir + "/workload.chains"))) {
+    std::vector<const Frame*> user;
+    for (const Frame& f : c)
+      if (f.ip < 0x800000000000ull) user.push_back(&f);
+    if (std::none_of(user.begin(), user.end(), [](const Frame* f) { return f->sym == "main"; }))
+      continue;
+    run.chains_to_main++;
+    for (size_t i = 1; i < user.size(); i++) {
+      if (!checked.insert(user[i]->ip).second) continue;
+      run.frames_checked++;
+      std::string why;
+      uint64_t ra = 0;
+      if (!absolute(*user[i], &ra)) {
+        run.frames_not_after_call++;
+        if (run.first_bad.empty())
+          run.first_bad = user[i]->sym + " in " + user[i]->dso + ": in no executable mapping";
+        continue;
+      }
+      if (!vmtest::FollowsCall(workload, ra, &why)) {
+        run.frames_not_after_call++;
+        if (run.first_bad.empty()) run.first_bad = user[i]->sym + " " + why;
+      }
+    }
+  }
+  kill(workload, SIGKILL);
+  return run;
+}
+
+// The script went well, and the chains that reach main are sound.
+void ExpectSound(const SwitchRun& run) {
+  EXPECT_EQ(run.shell.status, 0) << run.shell.output;
+  ::testing::Test::RecordProperty("output", run.shell.output);
+  ::testing::Test::RecordProperty("chains_to_main", std::to_string(run.chains_to_main));
+  ::testing::Test::RecordProperty("frames_checked", std::to_string(run.frames_checked));
+  EXPECT_GT(run.chains_to_main, 0u);
+  EXPECT_GT(run.frames_checked, 0u);
+  EXPECT_EQ(run.frames_not_after_call, 0u) << "first: " << run.first_bad;
 }
 
 TEST_F(PerfCallchainTest, SwitchedOnAndOffUnderPerfRecordA) {
   if (!IsRoot()) GTEST_SKIP() << "perf and the parameter are root's";
-  ShellResult r = SwitchUnderPerfRecordA(dir_, "-g");
-  EXPECT_EQ(r.status, 0) << r.output;
-  RecordProperty("output", r.output);
+  const SwitchRun run = SwitchUnderPerfRecordA(dir_, "-g");
+  ExpectSound(run);
   EXPECT_EQ(ReadFile(kParam), "N\n");
   EXPECT_FALSE(Hooked());
 }
@@ -550,10 +651,9 @@ TEST_F(PerfCallchainTest, SwitchedOnAndOffUnderPerfRecordADefer) {
     GTEST_SKIP() << "no traceable unwind_user() in this kernel (7.x only): no deferred callchains";
   sframe::Device dev;
   const sframe::PerfCallchainStats before = dev.perf_callchain_stats();
-  ShellResult r = SwitchUnderPerfRecordA(dir_, "--call-graph fp,defer");
+  const SwitchRun run = SwitchUnderPerfRecordA(dir_, "--call-graph fp,defer");
   const sframe::PerfCallchainStats after = dev.perf_callchain_stats();
-  EXPECT_EQ(r.status, 0) << r.output;
-  RecordProperty("output", r.output);
+  ExpectSound(run);
   RecordProperty("callchain_served", std::to_string(after.served - before.served));
   EXPECT_GT(after.served, before.served);
   EXPECT_EQ(ReadFile(kParam), "N\n");

@@ -487,4 +487,55 @@ bool WriteWholeFile(const std::string& path, const std::string& text) {
   return ::testing::AssertionFailure() << "no answer to the NMI request in 60 s";
 }
 
+size_t CallEndingAt(const uint8_t* before, size_t n) {
+  if (n >= 5 && before[n - 5] == 0xe8) return 5;
+  // FF /2: opcode, ModRM, then a SIB byte where rm is 100 (not mod 11),
+  // then the displacement: 8 bits (mod 01), 32 (mod 10), or 32 for mod 00
+  // with rm 101 (RIP-relative) or with a SIB whose base is 101.
+  for (size_t len = 2; len <= 7 && len <= n; len++) {
+    const uint8_t* insn = before + n - len;
+    if (insn[0] != 0xff || ((insn[1] >> 3) & 7) != 2) continue;
+    const unsigned mod = insn[1] >> 6, rm = insn[1] & 7;
+    size_t want = 2;
+    if (mod != 3) {
+      const bool sib = rm == 4;
+      if (sib) want++;
+      if (mod == 1) {
+        want += 1;
+      } else if (mod == 2) {
+        want += 4;
+      } else if (rm == 5 || (sib && len >= 3 && (insn[2] & 7) == 5)) {
+        want += 4;
+      }
+    }
+    if (want == len) return len;
+  }
+  return 0;
+}
+
+bool FollowsCall(pid_t pid, uint64_t ra, std::string* why) {
+  uint8_t before[8];
+  const std::string path = "/proc/" + std::to_string(pid) + "/mem";
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    *why = path + ": " + std::strerror(errno);
+    return false;
+  }
+  const ssize_t got = pread(fd, before, sizeof(before), static_cast<off_t>(ra - sizeof(before)));
+  const int err = errno;
+  close(fd);
+  char addr[32];
+  std::snprintf(addr, sizeof(addr), "%#" PRIx64, ra);
+  if (got != static_cast<ssize_t>(sizeof(before))) {
+    *why = std::string(addr) + ": the 8 bytes before it unreadable (" +
+           (got < 0 ? std::strerror(err) : "short read") + ")";
+    return false;
+  }
+  if (CallEndingAt(before, sizeof(before))) return true;
+  char bytes[3 * sizeof(before) + 1] = "";
+  for (size_t i = 0; i < sizeof(before); i++) std::snprintf(bytes + 3 * i, 4, " %02x", before[i]);
+  *why = std::string(addr) + ": no call ends there (bytes before it:" + bytes + ")";
+  return false;
+}
+
 }  // namespace vmtest

@@ -247,6 +247,19 @@ class CpuZeroSpinner {
 // tests/vm/rig/README.md).  Root or uid 65534, inside the rig only.
 ::testing::AssertionResult InjectNmis(int count, int interval_ms);
 
+// The length of the x86-64 call instruction that ends exactly at the end
+// of the n bytes at `before` (a return address's preceding bytes), or 0:
+// E8 rel32, or FF /2 with any ModRM, SIB and displacement (an indirect
+// call through a register or memory; a REX or notrack prefix before it
+// does not move its end).  A plausibility check: bytes that merely look
+// like a call's end pass.
+size_t CallEndingAt(const uint8_t* before, size_t n);
+
+// Whether return address ra of live process pid follows a call
+// instruction, read from /proc/pid/mem (root, or the process's owner).
+// Sets *why when it does not, or cannot be read.
+bool FollowsCall(pid_t pid, uint64_t ra, std::string* why);
+
 }  // namespace vmtest
 
 #endif  // SFRAME_VMTEST_H
