@@ -499,13 +499,14 @@ TEST_F(PerfCallchainTest, SamplesInsideTheTasksOwnRegistryChangeEndCleanly) {
 // perf's data stays whole.  Each switch off waits for RCU-tasks (about
 // 0.35 s under emulation), three times on 7.x, where unwind_user() is
 // unhooked too (50 switches in 42 to 64 s on 7.3, single-threaded TCG):
-// 50 here, and as many as SFRAME_PERF_CALLCHAIN_SWITCHES says in a run of
+// 25 here (make check runs three such tests), and as many as
+// SFRAME_PERF_CALLCHAIN_SWITCHES says in a run of
 // its own (the 1,000: SFRAME_VM_TEST_ENV=SFRAME_PERF_CALLCHAIN_SWITCHES=1000
 // with run-vm.sh).
 int Switches() {
   const char* env = std::getenv("SFRAME_PERF_CALLCHAIN_SWITCHES");
   const int n = env ? std::atoi(env) : 0;
-  return n > 0 ? n : 50;
+  return n > 0 ? n : 25;
 }
 
 // Switches the parameter Switches() times under perf record -a of every
