@@ -22,6 +22,7 @@ import re
 import statistics
 import sys
 
+from guest_results import info, read
 from stacks import add, folded_frames, perf_script
 
 ROWS = [
@@ -32,22 +33,6 @@ ROWS = [
 ]
 COMM = {"gxx": "cc1plus"}
 COUNTERS = ("callchain_served", "callchain_declined", "callchain_fp_continued")
-
-
-def read(path):
-    try:
-        with open(path, errors="replace") as f:
-            return f.read()
-    except OSError:
-        return None
-
-
-def info(d):
-    out = {}
-    for line in (read(os.path.join(d, "info.txt")) or "").splitlines():
-        key, _, value = line.partition(" ")
-        out.setdefault(key, value)
-    return out
 
 
 def work(d, name, row, r):

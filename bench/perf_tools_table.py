@@ -15,23 +15,8 @@ import os
 import re
 import sys
 
+from guest_results import info, read
 from stacks import ROOT, add, folded_frames, function, perf_script
-
-
-def read(path):
-    try:
-        with open(path, errors="replace") as f:
-            return f.read()
-    except OSError:
-        return None
-
-
-def info(d):
-    out = {}
-    for line in (read(os.path.join(d, "info.txt")) or "").splitlines():
-        key, _, value = line.partition(" ")
-        out.setdefault(key, value)
-    return out
 
 
 def reaches_main(names):
