@@ -565,8 +565,13 @@ SwitchRun SwitchUnderPerfRecordA(const std::string& dir, const std::string& call
   run.shell = RunShell("bash " + script);
   const pid_t workload = static_cast<pid_t>(std::atoi(ReadFile(dir + "/workload.pid").c_str()));
   if (workload <= 0) return run;
-  // perf script gives a user frame's address in its file (the offset
-  // map__map_ip() makes): back to the process's address by its mapping.
+  // perf script gives a user frame's address in the process (7.3's perf)
+  // or in its file (6.1's: the offset map__map_ip() makes), which goes
+  // back to the process's address by the file's mapping: by its path, or
+  // by its name where the paths differ (the rig's build tree is a bind
+  // mount, which perf may name by another of its paths than
+  // /proc/PID/maps does).  No mapping lies below 64 KiB, so an address
+  // inside one is never a file offset.
   struct Mapping {
     uint64_t start, end, pgoff;
     std::string path;
@@ -586,12 +591,20 @@ SwitchRun SwitchUnderPerfRecordA(const std::string& dir, const std::string& call
       }
     }
   }
-  auto absolute = [&maps](const Frame& f, uint64_t* out) {
+  auto base = [](const std::string& path) { return path.substr(path.rfind('/') + 1); };
+  auto absolute = [&maps, &base](const Frame& f, uint64_t* out) {
     for (const Mapping& m : maps)
-      if (m.path == f.dso && f.ip >= m.pgoff && f.ip - m.pgoff < m.end - m.start) {
-        *out = m.start + (f.ip - m.pgoff);
+      if (f.ip >= m.start && f.ip < m.end) {
+        *out = f.ip;
         return true;
       }
+    for (int by_name = 0; by_name < 2; by_name++)
+      for (const Mapping& m : maps)
+        if ((by_name ? base(m.path) == base(f.dso) : m.path == f.dso) && f.ip >= m.pgoff &&
+            f.ip - m.pgoff < m.end - m.start) {
+          *out = m.start + (f.ip - m.pgoff);
+          return true;
+        }
     return false;
   };
   std::set<uint64_t> checked;
@@ -610,7 +623,8 @@ SwitchRun SwitchUnderPerfRecordA(const std::string& dir, const std::string& call
       if (!absolute(*user[i], &ra)) {
         run.frames_not_after_call++;
         if (run.first_bad.empty())
-          run.first_bad = user[i]->sym + " in " + user[i]->dso + ": in no executable mapping";
+          run.first_bad = user[i]->sym + " in " + user[i]->dso + " at " + std::to_string(user[i]->ip) +
+                          ": in no executable mapping of " + std::to_string(maps.size());
         continue;
       }
       if (!vmtest::FollowsCall(workload, ra, &why)) {
