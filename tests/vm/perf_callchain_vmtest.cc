@@ -34,6 +34,7 @@
 #include <sstream>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sframe_client/device.h"
@@ -177,6 +178,26 @@ bool HookedFunction(const std::string& fn) {
     if (line.compare(0, fn.size() + 1, fn + " ") == 0) return true;
   return false;
 }
+// The module's counters around a recording with the switch off, then one
+// with it on: nothing moves while off (checked here); what the on run
+// added, served callchains and frames, recorded with the declined calls
+// and the discoveries as the test's properties.
+std::pair<uint64_t, uint64_t> OnRunCounters(const sframe::PerfCallchainStats& before,
+                                            const sframe::PerfCallchainStats& after_off,
+                                            const sframe::PerfCallchainStats& after_on) {
+  EXPECT_EQ(after_off.served, before.served);
+  EXPECT_EQ(after_off.frames, before.frames);
+  const uint64_t served = after_on.served - after_off.served;
+  const uint64_t frames = after_on.frames - after_off.frames;
+  ::testing::Test::RecordProperty("callchain_served", std::to_string(served));
+  ::testing::Test::RecordProperty("callchain_frames", std::to_string(frames));
+  ::testing::Test::RecordProperty("callchain_declined",
+                                  std::to_string(after_on.declined - after_off.declined));
+  ::testing::Test::RecordProperty("callchain_discoveries",
+                                  std::to_string(after_on.discoveries - after_off.discoveries));
+  return {served, frames};
+}
+
 bool Hooked() { return HookedFunction("perf_callchain_user"); }
 
 // Whether the kernel has unwind_user(), traceable (7.x: perf's deferred
@@ -221,15 +242,7 @@ TEST_F(PerfCallchainTest, PerfRecordGReachesMainOnlyWithTheParameterOn) {
   // one served callchain per sample perf wrote with the leaf on top at
   // least, each giving perf 4 callers up to main and more (libc's), and
   // a discovery asked for before the first complete chain.
-  EXPECT_EQ(after_off.served, before.served);
-  EXPECT_EQ(after_off.frames, before.frames);
-  const uint64_t served = after_on.served - after_off.served;
-  const uint64_t frames = after_on.frames - after_off.frames;
-  RecordProperty("callchain_served", std::to_string(served));
-  RecordProperty("callchain_frames", std::to_string(frames));
-  RecordProperty("callchain_declined", std::to_string(after_on.declined - after_off.declined));
-  RecordProperty("callchain_discoveries",
-                 std::to_string(after_on.discoveries - after_off.discoveries));
+  const auto [served, frames] = OnRunCounters(before, after_off, after_on);
   EXPECT_GE(served, on.with_leaf);
   EXPECT_GE(frames, on.complete * (kSpinChain.size() - 1));
   EXPECT_GE(after_on.discoveries - after_off.discoveries, 1u);
@@ -289,13 +302,7 @@ TEST_F(PerfCallchainTest, PerfRecordDeferReachesMainOnlyWithTheParameterOn) {
   // least one walk per merged chain, each with 4 callers up to main.
   // Every task perf samples here is 64-bit and alive when walked (an
   // exiting task's deferred walk never calls unwind_user()).
-  EXPECT_EQ(after_off.served, before.served);
-  EXPECT_EQ(after_off.frames, before.frames);
-  const uint64_t served = after_on.served - after_off.served;
-  const uint64_t frames = after_on.frames - after_off.frames;
-  RecordProperty("callchain_served", std::to_string(served));
-  RecordProperty("callchain_frames", std::to_string(frames));
-  RecordProperty("callchain_declined", std::to_string(after_on.declined - after_off.declined));
+  const auto [served, frames] = OnRunCounters(before, after_off, after_on);
   EXPECT_GE(served, on.complete);
   EXPECT_GE(frames, on.complete * (kSpinChain.size() - 1));
   EXPECT_EQ(after_on.declined, after_off.declined);
