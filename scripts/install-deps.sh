@@ -74,9 +74,6 @@ PKGS=(
 	linux-perf
 	# prof_vmtest: the files a recording opens, traced
 	strace
-	# perf_callchain_vmtest: BPF's user stacks (bpf_get_stack(), the same
-	# perf_callchain_user()) as bpftrace's ustack and bcc's profile ask them
-	bpftrace bpfcc-tools
 	# the flame graph's tests: its SVG parsed as XML (userlib/tests), and
 	# its script run by a headless browser (userlib/tests/flamegraph_browser_test.sh)
 	libxml2-dev chromium
@@ -106,11 +103,13 @@ rt_wanted() { # KERNELS: the RT kernel packages it asks for, one a line
 }
 mapfile -t rt_pkgs < <(rt_wanted "${KERNELS:-}" | sort -u)
 PKGS+=("${rt_pkgs[@]}")
-# With BENCH=1, what only the benchmarks use: hotspot (a reader of
+# With BENCH=1, what only the benchmarks use: bpftrace and bcc's tools
+# (bench/perf_tools_guest.sh: BPF's user stacks, bpf_get_stack(), come
+# from the same perf_callchain_user()), hotspot (a reader of
 # perf.data, run headless under Xvfb by bench/hotspot_shot.sh, which
 # drives it with xdotool and turns the screen into PNG with netpbm), some
 # hundred packages of Qt and KDE that no test needs.
-[[ ${BENCH:-} == 1 ]] && PKGS+=(hotspot xvfb xauth xdotool netpbm)
+[[ ${BENCH:-} == 1 ]] && PKGS+=(bpftrace bpfcc-tools hotspot xvfb xauth xdotool netpbm)
 
 SUDO=()
 if [[ $(id -u) -ne 0 ]] && command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
