@@ -516,6 +516,15 @@ int Switches() {
   return n > 0 ? n : 25;
 }
 
+// perf record's frequency there: 2 kHz here, where emulated CPUs sample
+// every perf_event_max_sample_rate allows but the parsing of every sample
+// is the test's time; the 10 kHz with SFRAME_PERF_CALLCHAIN_HZ=10000.
+int SwitchHz() {
+  const char* env = std::getenv("SFRAME_PERF_CALLCHAIN_HZ");
+  const int hz = env ? std::atoi(env) : 0;
+  return hz > 0 ? hz : 2000;
+}
+
 // Switches the parameter Switches() times under perf record -a of every
 // CPU with callgraph (perf record's option) while the workload spins, then
 // reads the recording back: its output, and whether it all went well.
@@ -541,9 +550,11 @@ SwitchRun SwitchUnderPerfRecordA(const std::string& dir, const std::string& call
     out << "cd " << dir << "\n"
         << "SFRAME_WORKLOAD_NO_REGISTER=1 " << vmtest::NextToSelf("session_workload")
         // Its output away from the test's pipe, which it outlives.
-        << " spin 600 > /dev/null 2>&1 & w=$!\n"
+        // It spins until killed at the end, past the slowest switching
+        // (1,000 switches took 274 s on 7.3 before each waited 20 ms).
+        << " spin " << 600 + 2 * switches << " > /dev/null 2>&1 & w=$!\n"
         << "echo $w > workload.pid\n"
-        << "perf record -q -B -a " << callgraph << " -e cpu-clock -F 2000 -o all.data & p=$!\n"
+        << "perf record -q -B -a " << callgraph << " -e cpu-clock -F " << SwitchHz() << " -o all.data & p=$!\n"
         // Under emulation perf takes seconds to start sampling: the
         // switching starts once samples come in (the file grows past what
         // perf writes first), at most a minute later.
@@ -556,7 +567,9 @@ SwitchRun SwitchUnderPerfRecordA(const std::string& dir, const std::string& call
         << "  echo Y > " << kParam << " && sleep 0.02 && echo N > " << kParam
         << " || { echo \"switch $i failed\"; kill -INT $p; exit 1; }\n"
         << "done\n"
-        << "echo \"" << switches << " switches in $(awk -v a=$(date +%s.%N) -v b=$t0 'BEGIN { printf \"%.1f\", a - b }') s\"\n"
+        << "echo \"" << switches << " switches at " << SwitchHz() << " Hz in $(awk -v a=$(date +%s.%N) -v b=$t0 'BEGIN { printf \"%.1f\", a - b }') s\"\n"
+        // The kernel lowers it when samples take too long.
+        << "echo \"perf_event_max_sample_rate $(cat /proc/sys/kernel/perf_event_max_sample_rate)\"\n"
         << "kill -INT $p; wait $p; rc=$?\n"
         // 130: stopped by SIGINT, as by ^C
         << "[ $rc = 0 ] || [ $rc = 130 ] || { echo \"perf record exited $rc\"; exit 1; }\n"
