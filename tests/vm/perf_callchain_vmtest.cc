@@ -554,7 +554,12 @@ SwitchRun SwitchUnderPerfRecordA(const std::string& dir, const std::string& call
         // (1,000 switches took 274 s on 7.3 before each waited 20 ms).
         << " spin " << 600 + 2 * switches << " > /dev/null 2>&1 & w=$!\n"
         << "echo $w > workload.pid\n"
-        << "perf record -q -B -a " << callgraph << " -e cpu-clock -F " << SwitchHz() << " -o all.data & p=$!\n"
+        // Its data rotates in files of 16 MB, of which the last two
+        // are kept: 1,000 switches at 10 kHz record some GB, more than the
+        // guest's tmpfs holds (perf record exits when a write fails).
+        // Each file is whole, with its own header and the tasks' maps.
+        << "perf record -B -a " << callgraph << " -e cpu-clock -F " << SwitchHz()
+        << " --switch-output=16M --switch-max-files=2 -o all.data 2> perf.log & p=$!\n"
         // Under emulation perf takes seconds to start sampling: the
         // switching starts once samples come in (the file grows past what
         // perf writes first), at most a minute later.
@@ -573,10 +578,17 @@ SwitchRun SwitchUnderPerfRecordA(const std::string& dir, const std::string& call
         << "kill -INT $p; wait $p; rc=$?\n"
         // 130: stopped by SIGINT, as by ^C
         << "[ $rc = 0 ] || [ $rc = 130 ] || { echo \"perf record exited $rc\"; exit 1; }\n"
-        << "perf script -i all.data --pid $w -F ip,sym,dso > workload.chains 2> /dev/null || "
-        << "{ echo \"perf script failed\"; exit 1; }\n"
-        << "echo \"$(perf script -i all.data -F tid 2> /dev/null | wc -l) samples, "
-        << "$(perf script -i all.data --pid $w -F tid 2> /dev/null | wc -l) of the workload\"\n"
+        << "files=$(ls all.data.* 2> /dev/null)\n"
+        << "echo \"$(grep -c 'Dump all.data' perf.log) data files written, kept:\" $files\n"
+        << "[ -n \"$files\" ] || { echo \"no data file\"; cat perf.log; exit 1; }\n"
+        << ": > workload.chains; all=0; mine=0\n"
+        << "for f in $files; do\n"
+        << "  perf script -i $f --pid $w -F ip,sym,dso >> workload.chains 2> /dev/null || "
+        << "{ echo \"perf script of $f failed\"; exit 1; }\n"
+        << "  all=$((all + $(perf script -i $f -F tid 2> /dev/null | wc -l)))\n"
+        << "  mine=$((mine + $(perf script -i $f --pid $w -F tid 2> /dev/null | wc -l)))\n"
+        << "done\n"
+        << "echo \"$all samples, $mine of the workload\"\n"
         << "n=$(grep -c wl_spin_leaf workload.chains)\n"
         << "echo \"$n frames in wl_spin_leaf\"\n"
         << "[ \"$n\" -gt 0 ]\n";
