@@ -70,7 +70,9 @@ long_command() { # NAME
 } > "$OUT/info.txt"
 
 fail=0
-for need in perf bpftrace profile-bpfcc; do
+needs=(perf)
+[ ${#PROGRAMS[@]} = 0 ] || needs+=(bpftrace profile-bpfcc)
+for need in "${needs[@]}"; do
 	command -v $need > /dev/null || { log "no $need (scripts/install-deps.sh)"; fail=1; }
 done
 [ -w "$PARAM" ] || { log "no $PARAM"; fail=1; }

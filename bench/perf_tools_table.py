@@ -113,13 +113,15 @@ def perf_test(d, on):
 def main():
     d = sys.argv[1]
     meta = info(d)
+    programs = meta.get("programs", "").split()
     print(f"Kernel {meta.get('kernel', '?')}, {meta.get('perf', '?')}, "
           f"{meta.get('bpftrace', '?')}, bcc {meta.get('bcc', '?')}; {meta.get('hz', '?')} Hz "
           f"for {meta.get('seconds', '?')} s each, on one long-running process per program.\n")
-    print("| program | perf_callchain | perf record -g | bpftrace ustack | bcc profile -U "
-          "| callchain_served |")
-    print("|---|---|---|---|---|---|")
-    for name in meta.get("programs", "").split():
+    if programs:  # perf_tools_guest.sh's PROGRAM none: perf test alone
+        print("| program | perf_callchain | perf record -g | bpftrace ustack | bcc profile -U "
+              "| callchain_served |")
+        print("|---|---|---|---|---|---|")
+    for name in programs:
         for on in ("Y", "N"):
             stem = os.path.join(d, f"{name}.{on}")
             served = counter(d, f"{name}.{on}", "callchain_served")
@@ -136,6 +138,9 @@ def main():
             counts = {v: sum(1 for x in verdicts.values() if x == v) for v in ("Ok", "FAILED!", "Skip")}
             took = (read(os.path.join(d, f"perftest.{switch}.time")) or "?").strip()
             print(f"| {switch} | {counts['Ok']} | {counts['FAILED!']} | {counts['Skip']} | {took} |")
+        for switch, verdicts in (("N", off), ("Y", on)):
+            failed = [k for k, v in verdicts.items() if v == "FAILED!"]
+            print(f"\nFAILED! with perf_callchain={switch}: " + ("; ".join(failed) or "none"))
         differ = sorted(k for k in set(off) | set(on) if off.get(k) != on.get(k))
         print(f"\nCases whose verdict differs: {len(differ)}")
         for k in differ:
