@@ -585,8 +585,12 @@ SwitchRun SwitchUnderPerfRecordA(const std::string& dir, const std::string& call
         << "for f in $files; do\n"
         << "  perf script -i $f --pid $w -F ip,sym,dso >> workload.chains 2> /dev/null || "
         << "{ echo \"perf script of $f failed\"; exit 1; }\n"
-        << "  all=$((all + $(perf script -i $f -F tid 2> /dev/null | wc -l)))\n"
-        << "  mine=$((mine + $(perf script -i $f --pid $w -F tid 2> /dev/null | wc -l)))\n"
+        // Every sample's pid, one line each (no callchain without ip):
+        // both counts from one pass that resolves no symbols.
+        << "  c=$(set -o pipefail; perf script -i $f -F pid 2> /dev/null | "
+        << "awk -v w=$w '{ n++ } $1 == w { m++ } END { print n + 0, m + 0 }') || "
+        << "{ echo \"perf script of $f failed\"; exit 1; }\n"
+        << "  set -- $c; all=$((all + $1)); mine=$((mine + $2))\n"
         << "done\n"
         << "echo \"$all samples, $mine of the workload\"\n"
         << "n=$(grep -c wl_spin_leaf workload.chains)\n"
