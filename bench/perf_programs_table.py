@@ -16,7 +16,9 @@ data file over all its samples.  Slowdown: the median of the rounds'
 wall times against the median of the runs without perf; for openssl
 speed, which runs for a fixed time, its hashed bytes instead.  The
 module's counters (callchain_*): round 1's difference, on the rows with
-the switch on.  Prints Markdown."""
+the switch on.  Below the table, round by round: how far the runs
+without perf spread, and -g's and fp,defer's measure over fp's of the
+same round.  Prints Markdown."""
 import os
 import re
 import statistics
@@ -55,6 +57,19 @@ def work(d, name, row, r):
 def median_work(d, name, row, runs):
     values = [v for v in (work(d, name, row, r) for r in range(1, runs + 1)) if v]
     return (statistics.median(values), len(values)) if values else (None, 0)
+
+
+def round_ratios(d, name, row, runs):
+    """Each round's measure of row over fp's in the same round.  The load
+    of an emulated host drifts between rounds far more than any method
+    differs (runs without perf vary up to twofold), so a ratio inside one
+    round reads the cost that the medians of separate runs blur."""
+    out = []
+    for r in range(1, runs + 1):
+        a, b = work(d, name, row, r), work(d, name, "fp", r)
+        if a and b:
+            out.append(a / b)
+    return out
 
 
 def tallies(path):
@@ -96,7 +111,7 @@ def main():
           "(with the loader's start-up) | bytes / sample | slowdown | module: served / "
           "declined / fp_continued |")
     print("|---|---|---|---|---|---|---|")
-    others, ends, notes = [], [], []
+    others, ends, notes, rounds = [], [], [], []
     for name in programs:
         if name in skipped:
             notes.append(f"{name}: not installed, skipped")
@@ -110,6 +125,15 @@ def main():
         else:
             shown = f"{base:.2f} s"
         print(f"| {name} ({comm}) | without perf | | | | {shown}, median of {nbase} | |")
+        bases = [v for v in (work(d, name, "base", r) for r in range(1, runs + 1)) if v]
+        line = (f"{name}: without perf max/min {max(bases) / min(bases):.2f}"
+                if bases else f"{name}: no run without perf")
+        for row in ("g", "defer"):
+            ratios = round_ratios(d, name, row, runs)
+            if ratios:
+                line += (f"; {row} over fp " + " ".join(f"{x:.2f}" for x in ratios)
+                         + f", median {statistics.median(ratios):.2f}")
+        rounds.append(line)
         for row, label in ROWS:
             t = tallies(os.path.join(d, f"{name}.{row}.script"))
             if t is None:
@@ -138,6 +162,12 @@ def main():
             for line in log.splitlines():
                 if "lost" in line.lower() or "error" in line.lower():
                     notes.append(f"{name} {row}: perf record: {line.strip()}")
+    if rounds:
+        print("\nRound by round (wall time, openssl's time per byte hashed): the spread "
+              "of the runs without perf, and each round's run over fp's of the same "
+              "round:\n")
+        for line in rounds:
+            print("    " + line)
     if others:
         print("\nThe workloads' other processes (at least 20 samples):\n")
         for line in others:
